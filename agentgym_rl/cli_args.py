@@ -1,0 +1,124 @@
+"""Dataclass-driven command-line arguments shared by every ``agentgym-rl`` subcommand.
+
+Each subcommand keeps its arguments in one dataclass whose fields carry ``help``
+metadata (TRL/CleanRL style); :func:`add_dataclass_arguments` turns the fields into
+flags named like the fields, and ``--config FILE.yaml`` sets defaults that flags
+override. Unknown keys in a config file are an error that lists the valid ones.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import types
+import typing
+from pathlib import Path
+from typing import Any, TypeVar
+
+T = TypeVar("T")
+
+__all__ = ["add_dataclass_arguments", "dataclass_from_args", "make_command_parser", "parse_command_args"]
+
+
+def _field_type(field: dataclasses.Field, hints: dict[str, Any]) -> tuple[type, bool]:
+    """The scalar type of a field and whether it is a list."""
+    hint = hints[field.name]
+    origin = typing.get_origin(hint)
+    if origin in (typing.Union, types.UnionType):
+        args = [a for a in typing.get_args(hint) if a is not type(None)]
+        hint = args[0] if len(args) == 1 else str
+        origin = typing.get_origin(hint)
+    if origin in (list, tuple):
+        inner = typing.get_args(hint)[0] if typing.get_args(hint) else str
+        return inner, True
+    return hint, False
+
+
+def _parse_bool(text: str) -> bool:
+    lowered = text.lower()
+    if lowered in ("1", "true", "yes", "on"):
+        return True
+    if lowered in ("0", "false", "no", "off"):
+        return False
+    raise argparse.ArgumentTypeError(f"expected a boolean (true/false), got {text!r}")
+
+
+def add_dataclass_arguments(parser: argparse.ArgumentParser, cls: type) -> None:
+    """Add one ``--flag`` per field of the dataclass ``cls`` (flag = field name)."""
+    hints = typing.get_type_hints(cls)
+    for field in dataclasses.fields(cls):
+        if not field.init:
+            continue
+        scalar, is_list = _field_type(field, hints)
+        kwargs: dict[str, Any] = {"help": field.metadata.get("help", "").replace("%", "%%")}
+        if field.default is not dataclasses.MISSING:
+            kwargs["default"] = field.default
+        elif field.default_factory is not dataclasses.MISSING:  # type: ignore[misc]
+            kwargs["default"] = field.default_factory()  # type: ignore[misc]
+        else:
+            kwargs["required"] = True
+        if "choices" in field.metadata:
+            kwargs["choices"] = field.metadata["choices"]
+        if scalar is bool:
+            kwargs["type"] = _parse_bool
+            kwargs["nargs"] = "?"
+            kwargs["const"] = True
+        elif scalar in (int, float, str):
+            kwargs["type"] = scalar
+        if is_list:
+            kwargs["nargs"] = "+"
+        kwargs["help"] += f" (default: {kwargs.get('default')!r})" if "default" in kwargs else ""
+        parser.add_argument(f"--{field.name.replace('_', '-')}", dest=field.name, **kwargs)
+
+
+def _load_config(path: str) -> dict[str, Any]:
+    text = Path(path).read_text()
+    if path.endswith((".yaml", ".yml")):
+        import yaml
+
+        return yaml.safe_load(text) or {}
+    return json.loads(text)
+
+
+def dataclass_from_args(cls: type[T], namespace: argparse.Namespace) -> T:
+    """Build ``cls`` from a namespace parsed by a parser of :func:`make_command_parser`."""
+    names = [f.name for f in dataclasses.fields(cls) if f.init]
+    return cls(**{name: getattr(namespace, name) for name in names if hasattr(namespace, name)})
+
+
+def parse_command_args(parser: argparse.ArgumentParser, cls: type[T], argv: list[str] | None) -> T:
+    """Parse ``argv`` into ``cls``; ``--config`` values become defaults that flags override."""
+    namespace = parser.parse_args(argv)
+    if getattr(namespace, "config", None):
+        config = _load_config(namespace.config)
+        names = [f.name for f in dataclasses.fields(cls) if f.init]
+        unknown = sorted(set(config) - set(names))
+        if unknown:
+            parser.error(f"unknown keys {unknown} in {namespace.config}; valid keys: {names}")
+        parser.set_defaults(**config)
+        namespace = parser.parse_args(argv)
+    return dataclass_from_args(cls, namespace)
+
+
+def make_command_parser(
+    cls: type,
+    *,
+    name: str,
+    description: str,
+    subparsers: argparse._SubParsersAction | None = None,
+    prog: str | None = None,
+) -> argparse.ArgumentParser:
+    """A parser for one subcommand: the dataclass's flags plus ``--config``.
+
+    With ``subparsers`` the parser is added as subcommand ``name``; otherwise it is a
+    standalone parser (``python -m agentgym_rl.commands.<name>``).
+    """
+    kwargs = dict(description=description, formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    if subparsers is not None:
+        parser = subparsers.add_parser(name, help=description.splitlines()[0], **kwargs)
+    else:
+        parser = argparse.ArgumentParser(prog=prog or f"agentgym-rl {name}", **kwargs)
+    parser.add_argument("--config", default=None, help="YAML or JSON file of defaults; flags override it")
+    add_dataclass_arguments(parser, cls)
+    return parser

@@ -1,0 +1,36 @@
+"""Registration of the package's environments with Gymnasium (run on ``import agentgym_rl``).
+
+Registration is data: one ``gym.register`` table with string entry points (imported
+lazily), a ``vector_entry_point`` for ``gym.make_vec`` and the step limit in the spec.
+Variants are ``kwargs``, not subclasses.
+"""
+
+from __future__ import annotations
+
+import gymnasium as gym
+
+ENV_SPECS: list[dict] = [
+    # ---------------------------------------------------------------- ALFWorld
+    dict(
+        id="AgentGymRL/ALFWorld-v0",
+        entry_point="agentgym_rl.alfworld.env:ALFWorldEnv",
+        vector_entry_point="agentgym_rl.vector:make_group_vector_env",
+        max_episode_steps=50,
+        reward_threshold=1.0,
+    ),
+    # ---------------------------------------------------------------- WebShop
+    dict(
+        id="AgentGymRL/WebShop-v0",
+        entry_point="agentgym_rl.webshop.env:WebShopEnv",
+        vector_entry_point="agentgym_rl.vector:make_group_vector_env",
+        max_episode_steps=15,
+        reward_threshold=1.0,
+    ),
+]
+
+
+def register_envs() -> None:
+    """Register every env of :data:`ENV_SPECS` (idempotent)."""
+    for spec in ENV_SPECS:
+        if spec["id"] not in gym.registry:
+            gym.register(**spec)
