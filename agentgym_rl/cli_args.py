@@ -45,7 +45,11 @@ def _parse_bool(text: str) -> bool:
 
 
 def add_dataclass_arguments(parser: argparse.ArgumentParser, cls: type) -> None:
-    """Add one ``--flag`` per field of the dataclass ``cls`` (flag = field name)."""
+    """Add one ``--flag`` per field of the dataclass ``cls`` (flag = field name).
+
+    A field with ``metadata["positional"]`` becomes a positional argument instead;
+    ``metadata["choices"]`` restricts the values.
+    """
     hints = typing.get_type_hints(cls)
     for field in dataclasses.fields(cls):
         if not field.init:
@@ -68,8 +72,13 @@ def add_dataclass_arguments(parser: argparse.ArgumentParser, cls: type) -> None:
             kwargs["type"] = scalar
         if is_list:
             kwargs["nargs"] = "+"
-        kwargs["help"] += f" (default: {kwargs.get('default')!r})" if "default" in kwargs else ""
-        parser.add_argument(f"--{field.name.replace('_', '-')}", dest=field.name, **kwargs)
+        if field.metadata.get("positional"):
+            kwargs.pop("required", None)
+            if "default" in kwargs:
+                kwargs["nargs"] = "?"
+            parser.add_argument(field.name, **kwargs)
+        else:
+            parser.add_argument(f"--{field.name.replace('_', '-')}", dest=field.name, **kwargs)
 
 
 def _load_config(path: str) -> dict[str, Any]:

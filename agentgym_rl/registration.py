@@ -14,7 +14,6 @@ ENV_SPECS: list[dict] = [
     dict(
         id="AgentGymRL/ALFWorld-v0",
         entry_point="agentgym_rl.alfworld.env:ALFWorldEnv",
-        vector_entry_point="agentgym_rl.vector:make_group_vector_env",
         max_episode_steps=50,
         reward_threshold=1.0,
     ),
@@ -22,11 +21,23 @@ ENV_SPECS: list[dict] = [
     dict(
         id="AgentGymRL/WebShop-v0",
         entry_point="agentgym_rl.webshop.env:WebShopEnv",
-        vector_entry_point="agentgym_rl.vector:make_group_vector_env",
         max_episode_steps=15,
         reward_threshold=1.0,
     ),
 ]
+
+
+#: Short names accepted by the command line.
+ENV_ALIASES: dict[str, str] = {"alfworld": "AgentGymRL/ALFWorld-v0", "webshop": "AgentGymRL/WebShop-v0"}
+
+
+def resolve_env_id(name: str) -> str:
+    """The registered id for a short name (``alfworld``, ``webshop``) or an id itself."""
+    if name in ENV_ALIASES:
+        return ENV_ALIASES[name]
+    if name in (spec["id"] for spec in ENV_SPECS):
+        return name
+    raise ValueError(f"unknown env {name!r}; choose one of {sorted(ENV_ALIASES)} or {[s['id'] for s in ENV_SPECS]}")
 
 
 def register_envs() -> None:

@@ -1,0 +1,77 @@
+"""Scripted agents: uniform-random over admissible actions, and the expert.
+
+Both follow one small protocol, ``reset(observation, info, env)`` then
+``act(observation, info) -> str``, so that ``agentgym-rl play`` and the leaderboard
+drive them like any policy.
+
+>>> agent = RandomAgent(seed=0)
+>>> agent.reset("obs", {"admissible_actions": ["look", "inventory"]}, env=None)
+>>> agent.act("obs", {"admissible_actions": ["look", "inventory"]}) in ("look", "inventory")
+True
+"""
+
+from __future__ import annotations
+
+from typing import Any, Protocol
+
+import numpy as np
+
+__all__ = ["Agent", "ExpertAgent", "RandomAgent", "make_agent"]
+
+
+class Agent(Protocol):
+    """What the play loop and the leaderboard need of an agent."""
+
+    name: str
+
+    def reset(self, observation: str, info: dict[str, Any], env: Any) -> None:
+        """Start an episode (``env`` is the unwrapped env, for agents that read it)."""
+
+    def act(self, observation: str, info: dict[str, Any]) -> str:
+        """The next action text."""
+
+
+class RandomAgent:
+    """Uniform over ``info["admissible_actions"]`` (``"look"`` when the list is empty)."""
+
+    name = "random"
+
+    def __init__(self, seed: int | None = None) -> None:
+        self._rng = np.random.default_rng(seed)
+
+    def reset(self, observation: str, info: dict[str, Any], env: Any) -> None:
+        pass
+
+    def act(self, observation: str, info: dict[str, Any]) -> str:
+        actions = info.get("admissible_actions") or ["look"]
+        return str(actions[int(self._rng.integers(len(actions)))])
+
+
+class ExpertAgent:
+    """Replays the env's expert plan: ``env.expert_actions()`` if it has one, else ``env.walkthrough``.
+
+    ALFWorld's plan is the game's walkthrough; WebShop's comes from the goal's product
+    and options.
+    """
+
+    name = "expert"
+
+    def __init__(self) -> None:
+        self._plan: list[str] = []
+
+    def reset(self, observation: str, info: dict[str, Any], env: Any) -> None:
+        expert_actions = getattr(env, "expert_actions", None)
+        plan = expert_actions() if callable(expert_actions) else env.walkthrough
+        self._plan = list(plan)
+
+    def act(self, observation: str, info: dict[str, Any]) -> str:
+        return self._plan.pop(0) if self._plan else "look"
+
+
+def make_agent(name: str, seed: int | None = None) -> Agent:
+    """An agent by name: ``random`` or ``expert``."""
+    if name == "random":
+        return RandomAgent(seed)
+    if name == "expert":
+        return ExpertAgent()
+    raise ValueError(f"unknown agent {name!r}; choose 'random' or 'expert'")

@@ -1,0 +1,1 @@
+"""Subcommands of the ``agentgym-rl`` command line, one module each."""
