@@ -14,6 +14,7 @@ ENV_SPECS: list[dict] = [
     dict(
         id="AgentGymRL/ALFWorld-v0",
         entry_point="agentgym_rl.alfworld.env:ALFWorldEnv",
+        vector_entry_point="agentgym_rl.vector:alfworld_vector_env",
         max_episode_steps=50,
         reward_threshold=1.0,
     ),
@@ -21,6 +22,7 @@ ENV_SPECS: list[dict] = [
     dict(
         id="AgentGymRL/WebShop-v0",
         entry_point="agentgym_rl.webshop.env:WebShopEnv",
+        vector_entry_point="agentgym_rl.vector:webshop_vector_env",
         max_episode_steps=15,
         reward_threshold=1.0,
     ),

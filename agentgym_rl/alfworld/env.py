@@ -210,6 +210,11 @@ class ALFWorldEnv(gym.Env[str, str]):
             self._engine.restore(here)
         return list(walkthrough)
 
+    @property
+    def num_steps(self) -> int:
+        """Steps taken in the current episode (restored with a snapshot)."""
+        return len(self._actions)
+
     def expert_plan(self) -> list[str]:
         """The planner's commands from the current state to the goal (Fast Downward)."""
         return list(self._engine.policy_commands())
