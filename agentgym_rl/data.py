@@ -42,6 +42,8 @@ ALFWORLD_FOLDER = "json_2.1.1"
 ALFWORLD_TW_PDDL_URL = "https://github.com/alfworld/alfworld/releases/download/0.4.0/json_2.1.2_tw-pddl.zip"
 
 _PACKAGE_CHECKOUT = Path(__file__).resolve().parent.parent
+#: Where alfworld's own ``alfworld-download`` puts the data.
+ALFWORLD_DEFAULT_DIR = Path.home() / ".cache" / "alfworld"
 
 
 class DataNotFoundError(FileNotFoundError):
@@ -137,7 +139,12 @@ def find_alfworld_root(data_dir: str | os.PathLike | None = None) -> Path | None
     Raises:
         DataNotFoundError: ``data_dir`` or ``ALFWORLD_DATA`` is set but holds no games.
     """
-    for origin, value in (("data_dir", data_dir), ("ALFWORLD_DATA", os.environ.get("ALFWORLD_DATA"))):
+    env_value = os.environ.get("ALFWORLD_DATA")
+    if env_value and Path(env_value).expanduser() == ALFWORLD_DEFAULT_DIR:
+        # `import alfworld.info` sets ALFWORLD_DATA to its default folder as a side effect; that
+        # folder is looked at below anyway, and an empty one is not a user's choice.
+        env_value = None
+    for origin, value in (("data_dir", data_dir), ("ALFWORLD_DATA", env_value)):
         if value:
             root = _resolve_location(Path(value).expanduser())
             if root is None:
@@ -147,7 +154,7 @@ def find_alfworld_root(data_dir: str | os.PathLike | None = None) -> Path | None
                 )
             return root
     shared = shared_data_dir()
-    for location in ([shared / "alfworld"] if shared else []) + [Path.home() / ".cache" / "alfworld"]:
+    for location in ([shared / "alfworld"] if shared else []) + [ALFWORLD_DEFAULT_DIR]:
         root = _resolve_location(location)
         if root is not None:
             return root

@@ -228,7 +228,16 @@ def _make_engine_class() -> type:
     import fast_downward
     import textworld
     import textworld.logic
+
+    previous = os.environ.get("ALFWORLD_DATA")
     from alfworld.agents.utils.misc import Demangler
+
+    # alfworld's import sets ALFWORLD_DATA (to ~/.cache/alfworld) as a side effect; undo it so that
+    # it does not leak into our data lookup or into child processes.
+    if previous is None:
+        os.environ.pop("ALFWORLD_DATA", None)
+    else:
+        os.environ["ALFWORLD_DATA"] = previous
     from textworld.core import GameState
     from textworld.envs.pddl import PddlEnv
     from textworld.generator.game import EntityInfo
