@@ -26,11 +26,23 @@ ENV_SPECS: list[dict] = [
         max_episode_steps=15,
         reward_threshold=1.0,
     ),
+    # ---------------------------------------------------------------- pipeline check
+    dict(
+        id="AgentGymRL/TextBandit-v0",
+        entry_point="agentgym_rl.bandit:TextBanditEnv",
+        vector_entry_point="agentgym_rl.vector:bandit_vector_env",
+        max_episode_steps=1,
+        reward_threshold=1.0,
+    ),
 ]
 
 
 #: Short names accepted by the command line.
-ENV_ALIASES: dict[str, str] = {"alfworld": "AgentGymRL/ALFWorld-v0", "webshop": "AgentGymRL/WebShop-v0"}
+ENV_ALIASES: dict[str, str] = {
+    "alfworld": "AgentGymRL/ALFWorld-v0",
+    "webshop": "AgentGymRL/WebShop-v0",
+    "bandit": "AgentGymRL/TextBandit-v0",
+}
 
 
 def resolve_env_id(name: str) -> str:

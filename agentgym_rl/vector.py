@@ -34,7 +34,7 @@ from gymnasium.vector.utils import batch_space
 
 from agentgym_rl.workers import WorkerDied, WorkerEnvError, WorkerHandle, WorkerHung
 
-__all__ = ["GroupVectorEnv", "WorkerFailure", "alfworld_vector_env", "webshop_vector_env"]
+__all__ = ["GroupVectorEnv", "WorkerFailure", "alfworld_vector_env", "bandit_vector_env", "webshop_vector_env"]
 
 # Per-env info keys with fixed dtypes; any other key is batched as an object array.
 _INFO_DTYPES: dict[str, Any] = {
@@ -354,6 +354,11 @@ def _vector_entry(env_id: str, num_envs: int, max_episode_steps: int | None, **k
 def alfworld_vector_env(num_envs: int = 1, max_episode_steps: int | None = None, **kwargs: Any) -> GroupVectorEnv:
     """``gym.make_vec("AgentGymRL/ALFWorld-v0", num_envs=...)``: a :class:`GroupVectorEnv`."""
     return _vector_entry("AgentGymRL/ALFWorld-v0", num_envs, max_episode_steps, **kwargs)
+
+
+def bandit_vector_env(num_envs: int = 1, max_episode_steps: int | None = None, **kwargs: Any) -> GroupVectorEnv:
+    """``gym.make_vec("AgentGymRL/TextBandit-v0", num_envs=...)``: a :class:`GroupVectorEnv`."""
+    return _vector_entry("AgentGymRL/TextBandit-v0", num_envs, max_episode_steps, **kwargs)
 
 
 def webshop_vector_env(num_envs: int = 1, max_episode_steps: int | None = None, **kwargs: Any) -> GroupVectorEnv:

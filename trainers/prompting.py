@@ -28,7 +28,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-__all__ = ["PromptConfig", "build_messages", "extract_task", "format_observation", "parse_action"]
+__all__ = ["ACTION_FORMATS", "PromptConfig", "build_messages", "extract_task", "format_observation", "parse_action"]
 
 _CJK = re.compile(r"[\u4e00-\u9fff]")
 _TASK_MARK = "Your task is to: "
@@ -45,30 +45,40 @@ class PromptConfig:
         system_prompt: Optional system message put before the user turn.
 
     Parameters that control action parsing:
-        require_think: A reply must also hold ``<think>`` and ``</think>`` to be valid.
+        action_format: ``"think_action"`` (the papers': ``<think>`` and ``<action>`` tags
+            required), ``"action_tag"`` (only ``<action>`` tags) or ``"plain"`` (the whole
+            reply is the action; for pipeline checks with tiny models).
         fallback_chars: Characters of the reply's end taken as the action when the tags are
             missing (None: 30 for ALFWorld, 20 for WebShop, as verl-agent).
     """
 
-    env_kind: str = field(default="alfworld", metadata={"help": "alfworld or webshop."})
-    history_window: int = field(default=2, metadata={"help": "Past (observation, action) pairs in the prompt."})
+    env_kind: str = field(default="alfworld", metadata={"help": "alfworld, webshop or generic."})
+    history_window: int = field(
+        default=2, metadata={"help": "Past (observation, action) pairs in the prompt."}
+    )
     max_prompt_chars: int = field(default=13_000, metadata={"help": "Longer prompts drop the history."})
     system_prompt: str | None = field(default=None, metadata={"help": "Optional system message."})
-    require_think: bool = field(default=True, metadata={"help": "A valid reply needs <think></think> too."})
-    fallback_chars: int | None = field(default=None, metadata={"help": "Reply tail used when tags are missing."})
+    action_format: str = field(
+        default="think_action", metadata={"help": "think_action, action_tag or plain (whole reply = action)."}
+    )
+    fallback_chars: int | None = field(
+        default=None, metadata={"help": "Reply tail used when tags are missing."}
+    )
 
     def __post_init__(self) -> None:
-        if self.env_kind not in ("alfworld", "webshop"):
-            raise ValueError(f"env_kind must be 'alfworld' or 'webshop', got {self.env_kind!r}")
+        if self.env_kind not in _ROLE:
+            raise ValueError(f"env_kind must be one of {sorted(_ROLE)}, got {self.env_kind!r}")
+        if self.action_format not in ACTION_FORMATS:
+            raise ValueError(f"action_format must be one of {ACTION_FORMATS}, got {self.action_format!r}")
         if self.history_window < 0:
             raise ValueError(f"history_window must be >= 0, got {self.history_window}")
         if self.fallback_chars is None:
-            self.fallback_chars = 30 if self.env_kind == "alfworld" else 20
+            self.fallback_chars = 20 if self.env_kind == "webshop" else 30
 
 
 def extract_task(first_observation: str, config: PromptConfig) -> str:
     """The task sentence of an episode, read from its first observation."""
-    if config.env_kind == "alfworld":
+    if config.env_kind != "webshop":
         head, mark, task = first_observation.partition(_TASK_MARK)
         return task.strip() if mark else first_observation.strip()
     segments = [s.strip() for s in first_observation.split("[SEP]")]
@@ -80,7 +90,7 @@ def extract_task(first_observation: str, config: PromptConfig) -> str:
 
 def format_observation(observation: str, task: str, config: PromptConfig) -> str:
     """The observation as the prompt shows it (WebShop: the segments after the task, quoted)."""
-    if config.env_kind == "alfworld":
+    if config.env_kind != "webshop":
         return observation.strip()
     segments = [s.strip() for s in observation.split("[SEP]")]
     if task in segments:
@@ -98,7 +108,9 @@ def _format_actions(actions: list[str], config: PromptConfig) -> str:
 _ROLE = {
     "alfworld": "You are an expert agent acting in a household (the ALFRED embodied environment).",
     "webshop": "You are an expert autonomous agent shopping on the WebShop website.",
+    "generic": "You are an agent acting in a text environment.",
 }
+ACTION_FORMATS = ("think_action", "action_tag", "plain")
 _REPLY_RULE = (
     "Think step by step about the current situation inside <think> </think> tags. "
     "Then choose exactly one admissible action and write it inside <action> </action> tags."
@@ -157,12 +169,14 @@ def build_messages(
 def parse_action(reply: str, config: PromptConfig) -> tuple[str, bool]:
     """The action in a model reply, and whether the reply followed the format."""
     text = reply.lower()
+    if config.action_format == "plain":
+        return text.strip(), True
     start, end = text.find("<action>"), text.find("</action>")
     if start == -1 or end == -1 or end < start:
         return text[-config.fallback_chars :].strip(), False
     action = text[start + len("<action>") : end].strip()
     valid = True
-    if config.require_think and ("<think>" not in text or "</think>" not in text):
+    if config.action_format == "think_action" and ("<think>" not in text or "</think>" not in text):
         valid = False
     if _CJK.search(text):
         valid = False

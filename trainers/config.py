@@ -1,0 +1,176 @@
+"""``StepGRPOConfig``: TRL's ``GRPOConfig`` plus the env, rollout and step-level estimator settings."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from trl import GRPOConfig
+
+__all__ = ["StepGRPOConfig"]
+
+_ENV_ALIASES = {
+    "alfworld": "AgentGymRL/ALFWorld-v0",
+    "webshop": "AgentGymRL/WebShop-v0",
+    "bandit": "AgentGymRL/TextBandit-v0",
+}
+
+
+@dataclass
+class StepGRPOConfig(GRPOConfig):
+    r"""Configuration of :class:`trainers.StepGRPOTrainer`.
+
+    Every field of ``trl.GRPOConfig`` applies (learning rate, ``beta``, ``loss_type``,
+    ``temperature``, ``max_completion_length``, vLLM settings, ...). One training step
+    rolls out ``num_tasks`` tasks × ``group_size`` rollouts in a ``GroupVectorEnv``;
+    every env step becomes one training row, and rows are fed to TRL's loss in chunks of
+    ``per_device_train_batch_size`` (one backward each, one optimizer step per rollout).
+
+    > Parameters that control the environment
+
+    env_id (`str`, *optional*, defaults to `"AgentGymRL/ALFWorld-v0"`):
+        Registered env id, or `alfworld` / `webshop`.
+    env_kwargs (`dict`, *optional*):
+        Keyword arguments for `gym.make` (e.g. `{"data_dir": "generated"}`).
+    split (`str`, *optional*, defaults to `"train"`):
+        Split whose tasks are trained on.
+    num_tasks (`int`, *optional*, defaults to `4`):
+        Tasks per training step (N).
+    group_size (`int`, *optional*, defaults to `4`):
+        Rollouts per task (G); 3SPO's `G_max`.
+    max_env_steps (`int` or `None`, *optional*):
+        Step limit of an episode (default: the env's, ALFWorld 50, WebShop 15).
+    env_workers (`int` or `None`, *optional*):
+        Env worker processes (default: the machine's cores).
+
+    > Parameters that control prompts and rewards
+
+    history_window (`int`, *optional*, defaults to `2`):
+        Past (observation, action) pairs in each prompt (the papers use 2).
+    system_prompt (`str` or `None`, *optional*):
+        Optional system message.
+    action_format (`str`, *optional*, defaults to `"think_action"`):
+        `think_action`: the reply must hold `<think>…</think><action>…</action>`;
+        `action_tag`: only the `<action>` tags are required; `plain`: the whole reply is the
+        action (pipeline checks with tiny models).
+    invalid_action_penalty (`float`, *optional*, defaults to `0.1`):
+        Subtracted from `r_t` when the reply breaks the format.
+    penalize_inadmissible (`bool`, *optional*, defaults to `False`):
+        Also penalize well-formed actions the env does not admit.
+    reward_scale (`float`, *optional*, defaults to `1.0`):
+        Multiplies env rewards and outcomes (verl-agent trains on 10 × won).
+
+    > Parameters that control the advantage estimator
+
+    estimator (`str`, *optional*, defaults to `"gigpo"`):
+        `grpo`, `gigpo`, `progpo_c`, `progpo_r`, `3spo` or a registered name.
+    estimator_kwargs (`dict`, *optional*):
+        Fields of the estimator's config (e.g. `{"omega": 1.0}`).
+    gamma (`float`, *optional*, defaults to `0.95`):
+        Discount of step returns, passed to the estimator when its config has `gamma`.
+    """
+
+    # Parameters that control the environment
+    env_id: str = field(
+        default="AgentGymRL/ALFWorld-v0",
+        metadata={"help": "Registered env id, or 'alfworld' / 'webshop'."},
+    )
+    env_kwargs: dict[str, Any] | str | None = field(
+        default=None,
+        metadata={
+            "help": 'Keyword arguments for gym.make, as a dict or a JSON string (e.g. \'{"data_dir": "generated"}\').'
+        },
+    )
+    split: str = field(default="train", metadata={"help": "Split whose tasks are trained on."})
+    num_tasks: int = field(default=4, metadata={"help": "Tasks per training step (N)."})
+    group_size: int = field(default=4, metadata={"help": "Rollouts per task (G); 3SPO's G_max."})
+    max_env_steps: int | None = field(
+        default=None, metadata={"help": "Episode step limit (default: the env's; ALFWorld 50, WebShop 15)."}
+    )
+    env_workers: int | None = field(default=None, metadata={"help": "Env worker processes (default: cores)."})
+
+    # Parameters that control prompts and rewards
+    history_window: int = field(default=2, metadata={"help": "Past (observation, action) pairs per prompt."})
+    system_prompt: str | None = field(default=None, metadata={"help": "Optional system message."})
+    action_format: str = field(
+        default="think_action",
+        metadata={
+            "help": "'think_action': replies need <think></think><action></action>; 'action_tag': only <action>."
+        },
+    )
+    invalid_action_penalty: float = field(
+        default=0.1, metadata={"help": "Subtracted from r_t when a reply breaks the format."}
+    )
+    penalize_inadmissible: bool = field(
+        default=False, metadata={"help": "Also penalize well-formed actions that the env does not admit."}
+    )
+    reward_scale: float = field(default=1.0, metadata={"help": "Multiplies env rewards and outcomes."})
+
+    # Parameters that control the advantage estimator
+    estimator: str = field(
+        default="gigpo", metadata={"help": "Advantage estimator: grpo, gigpo, progpo_c, progpo_r, 3spo."}
+    )
+    estimator_kwargs: dict[str, Any] | str | None = field(
+        default=None, metadata={"help": "Fields of the estimator's config, as a dict or a JSON string."}
+    )
+    gamma: float = field(
+        default=0.95, metadata={"help": "Discount of step returns (estimators that use it)."}
+    )
+
+    def __post_init__(self) -> None:
+        import json
+
+        self.env_id = _ENV_ALIASES.get(self.env_id, self.env_id)
+        for name in ("env_kwargs", "estimator_kwargs"):
+            value = getattr(self, name)
+            if isinstance(value, str):
+                try:
+                    value = json.loads(value) if value.strip() else {}
+                except json.JSONDecodeError as error:
+                    raise ValueError(f"{name} must be a JSON object, got {value!r}: {error}") from error
+            setattr(self, name, dict(value or {}))
+        if self.num_tasks < 1 or self.group_size < 1:
+            raise ValueError(
+                f"num_tasks and group_size must be >= 1, got {self.num_tasks} and {self.group_size}"
+            )
+        if self.action_format not in ("think_action", "action_tag", "plain"):
+            raise ValueError(
+                f"action_format must be 'think_action', 'action_tag' or 'plain', got {self.action_format!r}"
+            )
+        if self.history_window < 0:
+            raise ValueError(f"history_window must be >= 0, got {self.history_window}")
+        # One rollout feeds one optimizer step; its rows are cut into chunks of
+        # per_device_train_batch_size inside training_step. TRL's own accumulation and
+        # generation batching must therefore be the identity: see StepGRPOTrainer.training_step.
+        if self.gradient_accumulation_steps != 1:
+            raise ValueError(
+                "StepGRPOTrainer accumulates over all rows of a rollout itself: set gradient_accumulation_steps=1 "
+                f"(got {self.gradient_accumulation_steps}) and size chunks with per_device_train_batch_size."
+            )
+        if getattr(self, "steps_per_generation", None) not in (None, 1) or getattr(
+            self, "generation_batch_size", None
+        ):
+            raise ValueError(
+                "StepGRPOTrainer rolls out once per optimizer step: leave steps_per_generation and "
+                "generation_batch_size unset"
+            )
+        # GRPOConfig insists on >= 2 generations dividing the generation batch; our groups come from the
+        # env, not from TRL's sampler, so these only shape the (ignored) dataloader batch.
+        self.num_generations = 2
+        if self.per_device_train_batch_size % 2:
+            raise ValueError(
+                f"per_device_train_batch_size must be even (TRL's sampler), got {self.per_device_train_batch_size}"
+            )
+        super().__post_init__()
+
+    def make_estimator_config(self) -> Any:
+        """The estimator's config object: its defaults, ``gamma``, then ``estimator_kwargs``."""
+        import dataclasses
+
+        from trainers.advantages import get_estimator
+
+        config_cls = get_estimator(self.estimator).config_cls
+        kwargs = dict(self.estimator_kwargs)
+        if "gamma" in {f.name for f in dataclasses.fields(config_cls)}:
+            kwargs.setdefault("gamma", self.gamma)
+        return config_cls(**kwargs)

@@ -1,0 +1,241 @@
+"""The rollout collector: multi-turn episodes in a ``GroupVectorEnv``, one training row per env step.
+
+It is the only place where envs and the policy meet: at every step it writes the
+prompt of each active env (:mod:`trainers.prompting`), asks a ``generate`` callable
+for the replies, parses actions, steps the envs in lockstep and records, per env step,
+the prompt and completion token ids and a :data:`trainers.step_batch.RECORD_FIELDS`
+record (keys of ``o_t`` and ``o_{t+1}``, reward with the invalid-action penalty, and
+the rollout's outcome once its episode ends). The trainer turns the records into a
+``StepBatch``; nothing here knows TRL.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from trainers.prompting import PromptConfig, build_messages, extract_task, parse_action
+
+__all__ = ["EpisodeResult", "GeneratedReply", "Rollout", "RolloutCollector", "StepRow"]
+
+
+@dataclass
+class GeneratedReply:
+    """What a generate callable returns for one prompt."""
+
+    prompt_ids: list[int]
+    completion_ids: list[int]
+    text: str
+
+
+@dataclass
+class StepRow:
+    """One env step: the model's input and output, and its step record."""
+
+    messages: list[dict[str, str]]
+    prompt_ids: list[int]
+    completion_ids: list[int]
+    completion: str
+    action: str
+    format_valid: bool
+    record: dict[str, Any]
+
+
+@dataclass
+class EpisodeResult:
+    """How one rollout went."""
+
+    group_id: int
+    traj_id: int
+    task_id: str
+    task_type: str
+    won: bool
+    score: float
+    length: int
+    invalid_format: int
+    inadmissible: int
+    truncated: bool
+    initial_state_key: int
+    state_keys: list[int] = field(default_factory=list)
+
+
+@dataclass
+class Rollout:
+    """The rows and episodes of one collection."""
+
+    rows: list[StepRow]
+    episodes: list[EpisodeResult]
+
+    @property
+    def records(self) -> list[dict[str, Any]]:
+        """The step records, ready for ``StepBatch.from_records``."""
+        return [row.record for row in self.rows]
+
+    def metrics(self) -> dict[str, float]:
+        """Success rate, score, episode length, invalid-action rates and distinct states (slash names)."""
+        if not self.episodes:
+            return {}
+        steps = max(1, len(self.rows))
+        return {
+            "env/success_rate": float(np.mean([e.won for e in self.episodes])),
+            "env/score": float(np.mean([e.score for e in self.episodes])),
+            "env/episode_length": float(np.mean([e.length for e in self.episodes])),
+            "env/invalid_format_rate": sum(e.invalid_format for e in self.episodes) / steps,
+            "env/inadmissible_rate": sum(e.inadmissible for e in self.episodes) / steps,
+            "env/truncated_rate": float(np.mean([e.truncated for e in self.episodes])),
+            "env/distinct_states": float(len({k for e in self.episodes for k in e.state_keys})),
+            "env/rows": float(len(self.rows)),
+        }
+
+
+GenerateFn = Callable[[list[list[dict[str, str]]]], Sequence[GeneratedReply]]
+
+
+class RolloutCollector:
+    """Plays groups of episodes with a policy and records every step.
+
+    Args:
+        envs: The group vector env (its ``num_envs`` bounds the rollouts per collection).
+        prompt_config: Prompt and action-parsing settings.
+        invalid_action_penalty: Subtracted from ``r_t`` when the reply breaks the format.
+        penalize_inadmissible: Also subtract it when the action is not admissible.
+        reward_scale: Multiplies env rewards and the outcome.
+    """
+
+    def __init__(
+        self,
+        envs: Any,
+        prompt_config: PromptConfig,
+        invalid_action_penalty: float = 0.1,
+        penalize_inadmissible: bool = False,
+        reward_scale: float = 1.0,
+    ) -> None:
+        self.envs = envs
+        self.prompt_config = prompt_config
+        self.invalid_action_penalty = invalid_action_penalty
+        self.penalize_inadmissible = penalize_inadmissible
+        self.reward_scale = reward_scale
+
+    def collect(
+        self,
+        generate: GenerateFn,
+        tasks: list[str],
+        group_sizes: list[int] | None = None,
+        seed: int | None = None,
+        max_steps: int | None = None,
+    ) -> Rollout:
+        """Roll out ``group_sizes[g]`` episodes of each ``tasks[g]`` until every one ends.
+
+        ``traj_id`` of a rollout is its env slot; ``group_id`` the index of its task.
+        """
+        envs, cfg = self.envs, self.prompt_config
+        options: dict[str, Any] = {"tasks": tasks}
+        if group_sizes is not None:
+            options["group_sizes"] = group_sizes
+        observations, info = envs.reset(seed=seed, options=options)
+        slots = np.flatnonzero(info["group_id"] >= 0)
+        task_text = {int(i): extract_task(str(observations[i]), cfg) for i in slots}
+        history: dict[int, list[tuple[str, str]]] = {int(i): [] for i in slots}
+        rows_of: dict[int, list[StepRow]] = {int(i): [] for i in slots}
+        episodes = {
+            int(i): EpisodeResult(
+                group_id=int(info["group_id"][i]),
+                traj_id=int(i),
+                task_id=str(info["task_id"][i]),
+                task_type=str(info["task_type"][i]) if "task_type" in info else "",
+                won=False,
+                score=0.0,
+                length=0,
+                invalid_format=0,
+                inadmissible=0,
+                truncated=False,
+                initial_state_key=int(info["state_key"][i]),
+                state_keys=[int(info["state_key"][i])],
+            )
+            for i in slots
+        }
+        step = 0
+        while envs.active.any() and (max_steps is None or step < max_steps):
+            active = [int(i) for i in np.flatnonzero(envs.active)]
+            conversations = [
+                build_messages(
+                    task_text[i], str(observations[i]), list(info["admissible_actions"][i]), history[i], cfg
+                )
+                for i in active
+            ]
+            replies = generate(conversations)
+            actions: list[str | None] = [None] * envs.num_envs
+            parsed: dict[int, tuple[str, bool]] = {}
+            for i, reply in zip(active, replies, strict=True):
+                parsed[i] = parse_action(reply.text, cfg)
+                actions[i] = parsed[i][0]
+            next_observations, rewards, terminated, truncated, next_info = envs.step(actions)
+            for k, i in enumerate(active):
+                action, format_valid = parsed[i]
+                admissible = action in info["admissible_actions"][i]
+                penalty = self.invalid_action_penalty * (
+                    (not format_valid) or (self.penalize_inadmissible and not admissible)
+                )
+                done = bool(terminated[i] or truncated[i])
+                has_next = bool(next_info["_state_key"][i]) if "_state_key" in next_info else False
+                record = {
+                    "group_id": episodes[i].group_id,
+                    "traj_id": i,
+                    "step": len(history[i]),
+                    "state_key": int(info["state_key"][i]),
+                    "history_keys": [int(x) for x in info["history_keys"][i]],
+                    "first_visit": bool(info["first_visit"][i]),
+                    "next_state_key": int(next_info["state_key"][i]) if has_next else 0,
+                    "next_first_visit": bool(next_info["first_visit"][i]) if has_next else False,
+                    "reward": float(rewards[i]) * self.reward_scale - penalty,
+                    "outcome": 0.0,  # filled in when the episode ends
+                    "done": done,
+                }
+                reply = replies[k]
+                rows_of[i].append(
+                    StepRow(
+                        messages=conversations[k],
+                        prompt_ids=list(reply.prompt_ids),
+                        completion_ids=list(reply.completion_ids),
+                        completion=reply.text,
+                        action=action,
+                        format_valid=format_valid,
+                        record=record,
+                    )
+                )
+                history[i].append((str(observations[i]), action))
+                episode = episodes[i]
+                episode.length += 1
+                episode.invalid_format += int(not format_valid)
+                episode.inadmissible += int(not admissible)
+                if has_next:
+                    episode.state_keys.append(int(next_info["state_key"][i]))
+                if done:
+                    episode.truncated = bool(truncated[i]) and not bool(terminated[i])
+                    self._finish(episode, next_info, i)
+            observations, info = next_observations, next_info
+            step += 1
+        for i in np.flatnonzero(envs.active):  # cut by max_steps: the rollout ends unfinished
+            i = int(i)
+            if rows_of[i]:
+                rows_of[i][-1].record["done"] = True
+            episodes[i].truncated = True
+        rows: list[StepRow] = []
+        for i, episode_rows in rows_of.items():
+            # R_i: ALFWorld's win (1/0), WebShop's purchase score in [0, 1].
+            outcome = episodes[i].score * self.reward_scale
+            for row in episode_rows:
+                row.record["outcome"] = outcome
+            rows.extend(episode_rows)
+        return Rollout(rows=rows, episodes=list(episodes.values()))
+
+    @staticmethod
+    def _finish(episode: EpisodeResult, info: dict[str, Any], i: int) -> None:
+        episode.won = bool(info["won"][i]) if "won" in info else False
+        if "score" in info and info.get("_score", np.ones(1, bool))[i]:
+            episode.score = float(info["score"][i])
+        else:
+            episode.score = float(episode.won)

@@ -1,0 +1,350 @@
+"""``StepGRPOTrainer``: TRL's GRPO trainer, trained on multi-turn env episodes with step-level advantages.
+
+Each optimizer step: roll out ``num_tasks × group_size`` episodes in a
+:class:`agentgym_rl.GroupVectorEnv` (one training row per env step: the prompt of that
+step and the model's reply), build a :class:`~trainers.step_batch.StepBatch`, compute
+one advantage per row with the configured estimator on the model's device, and feed
+the rows to TRL's own loss (clipped ratio, KL to the reference with ``beta``).
+
+Two hooks are overridden, one per concern (``DESIGN.md``, "Notes on TRL 1.16 internals"):
+
+- ``_generate_and_score_completions``: the parent generates ``num_generations``
+  completions per dataset prompt and scores them with reward functions; ours ignores
+  the dataset rows and returns the rollout's K step rows (K varies with episode lengths).
+- ``training_step``: the parent backpropagates one fixed-size batch; TRL's own split
+  (``split_tensor_dict``) would silently drop ``K mod steps_per_generation`` rows, so ours
+  cuts all K rows into chunks of ``per_device_train_batch_size`` (the last one topped up
+  with zero-weight rows), one backward each, so that the summed gradient equals the
+  one-shot batch's.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import time
+from typing import Any
+
+import numpy as np
+import torch
+from trl import GRPOTrainer
+
+from trainers.advantages import compute_advantages, make_state
+from trainers.config import StepGRPOConfig
+from trainers.prompting import PromptConfig
+from trainers.rollout import GeneratedReply, Rollout, RolloutCollector
+from trainers.step_batch import StepBatch
+
+__all__ = ["StepGRPOTrainer"]
+
+ESTIMATOR_STATE_FILE = "estimator_state.pt"
+
+
+def _pad(
+    rows: list[list[int]], value: int, side: str, width: int | None = None
+) -> tuple[torch.Tensor, torch.Tensor]:
+    width = width or max((len(r) for r in rows), default=0)
+    ids = torch.full((len(rows), width), value, dtype=torch.long)
+    mask = torch.zeros((len(rows), width), dtype=torch.long)
+    for i, row in enumerate(rows):
+        if not row:
+            continue
+        if side == "left":
+            ids[i, width - len(row) :], mask[i, width - len(row) :] = torch.tensor(row), 1
+        else:
+            ids[i, : len(row)], mask[i, : len(row)] = torch.tensor(row), 1
+    return ids, mask
+
+
+def env_reward(completions: list, **kwargs: Any) -> list[float]:
+    """Placeholder reward function: TRL requires one, but StepGRPOTrainer's rewards come from the env."""
+    return [0.0] * len(completions)
+
+
+class StepGRPOTrainer(GRPOTrainer):
+    """Trains an LLM agent in a group env with a step-level estimator (GRPO, GiGPO, ProGPO, 3SPO).
+
+    Args:
+        model: A model id/path or a ``PreTrainedModel`` (as ``trl.GRPOTrainer``).
+        args: The :class:`~trainers.StepGRPOConfig`.
+        processing_class: The tokenizer (loaded from the model when None).
+        envs: An existing ``GroupVectorEnv`` (default: built from ``args``; it must hold
+            ``num_tasks × group_size`` slots).
+        train_dataset: Ignored rows that only drive TRL's step loop (default: a dummy).
+        **kwargs: Other ``trl.GRPOTrainer`` arguments (``callbacks``, ``optimizers``,
+            ``peft_config``, ...).
+
+    Metrics (``self._metrics["train"]``, logged through ``report_to``):
+    ``env/success_rate``, ``env/score``, ``env/episode_length``,
+    ``env/invalid_format_rate``, ``env/inadmissible_rate``, ``env/truncated_rate``,
+    ``env/distinct_states``, ``env/rows``, ``advantages/<diagnostic>`` (the estimator's
+    diagnostics, e.g. ``advantages/groups/all_zero_frac``), ``advantages/mean``,
+    ``advantages/abs_mean``, and ``time/rollout``, ``time/advantages``, ``time/loss``
+    (seconds per step).
+    """
+
+    _tag_names = ["trl", "grpo", "agentgym-rl"]
+
+    def __init__(
+        self,
+        model: Any,
+        args: StepGRPOConfig,
+        processing_class: Any = None,
+        envs: Any = None,
+        train_dataset: Any = None,
+        **kwargs: Any,
+    ) -> None:
+        if not isinstance(args, StepGRPOConfig):
+            raise TypeError(f"args must be a StepGRPOConfig, got {type(args).__name__}")
+        if train_dataset is None:
+            from datasets import Dataset
+
+            # TRL's dataloader drives the step loop; each of its batches triggers one rollout.
+            rows = max(64, args.per_device_train_batch_size * 4)
+            train_dataset = Dataset.from_dict({"prompt": ["rollout"] * rows})
+        super().__init__(
+            model=model,
+            reward_funcs=[env_reward],
+            args=args,
+            train_dataset=train_dataset,
+            processing_class=processing_class,
+            **kwargs,
+        )
+        # Env and rollouts
+        if envs is None:
+            from agentgym_rl import GroupVectorEnv
+
+            env_kwargs = {"split": args.split, **args.env_kwargs}
+            if args.max_env_steps is not None:
+                env_kwargs["max_episode_steps"] = args.max_env_steps
+            envs = GroupVectorEnv(
+                args.env_id,
+                num_tasks=args.num_tasks,
+                group_size=args.group_size,
+                workers=args.env_workers,
+                **env_kwargs,
+            )
+            self._owns_envs = True
+        else:
+            self._owns_envs = False
+        self.envs = envs
+        env_kind = "webshop" if "WebShop" in args.env_id else "alfworld" if "ALFWorld" in args.env_id else "generic"
+        self.prompt_config = PromptConfig(
+            env_kind=env_kind,
+            history_window=args.history_window,
+            system_prompt=args.system_prompt,
+            action_format=args.action_format,
+        )
+        self.collector = RolloutCollector(
+            envs,
+            self.prompt_config,
+            invalid_action_penalty=args.invalid_action_penalty,
+            penalize_inadmissible=args.penalize_inadmissible,
+            reward_scale=args.reward_scale,
+        )
+        # Estimator
+        self.estimator_config = args.make_estimator_config()
+        self.estimator_state = make_state(args.estimator, self.estimator_config)
+        self._task_rng = np.random.default_rng(args.seed + 7919 * self.accelerator.process_index)
+        self._initial_keys: dict[str, int] = {}  # task -> k(o_0), for 3SPO's task-level group sizes
+        self.last_rollout: Rollout | None = None
+
+    # ------------------------------------------------------------------ rollouts
+    def _generate_replies(self, conversations: list[list[dict[str, str]]]) -> list[GeneratedReply]:
+        """Generate one reply per conversation with TRL's own generation path (HF, vLLM or paged)."""
+        prompt_ids, _, _ = self._tokenize_prompts(conversations)
+        completion_ids, _ = self._generate_single_turn(prompt_ids, None, {}, num_generations=1)
+        texts = self.processing_class.batch_decode(completion_ids, skip_special_tokens=True)
+        return [
+            GeneratedReply(prompt_ids=list(p), completion_ids=list(c), text=t)
+            for p, c, t in zip(prompt_ids, completion_ids, texts, strict=True)
+        ]
+
+    def _choose_tasks(self) -> tuple[list[str], list[int] | None]:
+        task_ids = self.envs.task_ids
+        count = self.args.num_tasks
+        picks = self._task_rng.choice(len(task_ids), size=count, replace=count > len(task_ids))
+        tasks = [task_ids[int(i)] for i in picks]
+        if self.args.estimator != "3spo":
+            return tasks, None
+        from trainers.estimators.spo3 import adaptive_group_sizes
+
+        # Unseen tasks have no initial key yet: key 0 is never in the table, so S = 1 and n = G_max.
+        keys = [self._initial_keys.get(t, 0) for t in tasks]
+        sizes = adaptive_group_sizes(keys, self.estimator_state, self.estimator_config)
+        sizes = [min(s, self.args.group_size) for s in sizes]
+        if sum(sizes) == 0:  # every task is "solved or hopeless": keep training on one rollout each
+            sizes = [1] * len(tasks)
+        return tasks, sizes
+
+    def rollout(self) -> Rollout:
+        """Collect one training step's episodes (also usable for evaluation)."""
+        tasks, sizes = self._choose_tasks()
+        seed = int(self._task_rng.integers(2**31 - 1))
+        was_training = self.model.training
+        self.model.eval()
+        try:
+            rollout = self.collector.collect(self._generate_replies, tasks, sizes, seed=seed)
+        finally:
+            self.model.train(was_training)
+        for episode in rollout.episodes:
+            self._initial_keys[episode.task_id] = episode.initial_state_key
+        return rollout
+
+    # ------------------------------------------------------------------ TRL hooks
+    def _generate_and_score_completions(self, inputs: list[dict[str, Any]]) -> dict[str, Any]:
+        # The parent samples completions of dataset prompts and scores them with reward functions.
+        # Ours plays the env: the dataset rows are ignored, and the rows returned are env steps.
+        device = self.accelerator.device
+        mode = "train" if self.model.training else "eval"
+        start = time.perf_counter()
+        rollout = self.rollout()
+        self.last_rollout = rollout
+        rollout_time = time.perf_counter() - start
+
+        start = time.perf_counter()
+        batch = StepBatch.from_records(rollout.records).to(device)
+        advantages, diagnostics = compute_advantages(
+            self.args.estimator, batch, self.estimator_config, self.estimator_state, return_diagnostics=True
+        )
+        if self.estimator_state is not None and mode == "train":
+            self.estimator_state.update(batch)
+        advantage_time = time.perf_counter() - start
+
+        pad_id = self.processing_class.pad_token_id
+        prompt_ids, prompt_mask = _pad([r.prompt_ids for r in rollout.rows], pad_id, "left")
+        completion_ids, completion_mask = _pad([r.completion_ids for r in rollout.rows], pad_id, "right")
+        output: dict[str, Any] = {
+            "prompt_ids": prompt_ids.to(device),
+            "prompt_mask": prompt_mask.to(device),
+            "completion_ids": completion_ids.to(device),
+            "completion_mask": completion_mask.to(device),
+            "advantages": advantages.to(device=device, dtype=torch.float32),
+            # dapo/cispo/vespo normalize by every completion token of the step, on every process.
+            "num_items_in_batch": self.accelerator.gather(completion_mask.sum().to(device)).sum(),
+        }
+        with torch.no_grad():
+            input_ids = torch.cat([output["prompt_ids"], output["completion_ids"]], dim=1)
+            attention = torch.cat([output["prompt_mask"], output["completion_mask"]], dim=1)
+            keep = completion_ids.size(1)
+            chunk = self.args.per_device_train_batch_size
+            if self.num_iterations > 1:  # the batch is reused: the ratio needs the sampling policy's logps
+                output["old_per_token_logps"] = self._get_per_token_logps_and_entropies(
+                    self.model, input_ids, attention, keep, batch_size=chunk
+                )[0]
+            if self.beta != 0.0:
+                reference = self.ref_model if self.ref_model is not None else self.model
+                context = contextlib.nullcontext()
+                if self.ref_model is None:  # PEFT: the base model is the reference
+                    from trl.models.utils import use_adapter
+
+                    unwrapped = self.accelerator.unwrap_model(self.model)
+                    context = use_adapter(
+                        unwrapped, adapter_name="ref" if "ref" in unwrapped.peft_config else None
+                    )
+                with context:
+                    output["ref_per_token_logps"] = self._get_per_token_logps_and_entropies(
+                        reference, input_ids, attention, keep, batch_size=chunk
+                    )[0]
+
+        metrics = self._metrics[mode]
+        for name, value in rollout.metrics().items():
+            metrics[name].append(value)
+        for name, value in diagnostics.items():
+            metrics[f"advantages/{name}"].append(value)
+        metrics["advantages/mean"].append(float(advantages.mean()) if len(advantages) else 0.0)
+        metrics["advantages/abs_mean"].append(float(advantages.abs().mean()) if len(advantages) else 0.0)
+        metrics["time/rollout"].append(rollout_time)
+        metrics["time/advantages"].append(advantage_time)
+        metrics["completions/mean_length"].append(
+            float(completion_mask.sum(1).float().mean()) if len(rollout.rows) else 0
+        )
+        return output
+
+    def _chunk_weight(
+        self, chunk_rows: int, chunk_tokens: torch.Tensor, total_rows: int, total_tokens: torch.Tensor
+    ):
+        """How much a chunk's loss counts so that the chunks' gradients add up to the whole batch's."""
+        loss_type = self.loss_type
+        if loss_type in ("dapo", "cispo", "vespo"):
+            return 1.0  # already normalized by the whole step's num_items_in_batch
+        if loss_type == "bnpo":
+            return chunk_tokens / total_tokens.clamp(min=1)
+        return chunk_rows / max(total_rows, 1)  # grpo, dr_grpo, sapo, luspo: per-row means
+
+    def training_step(
+        self, model: torch.nn.Module, inputs: Any, num_items_in_batch: Any = None
+    ) -> torch.Tensor:
+        # The parent backpropagates one fixed-size batch. A rollout gives K rows (K varies), so we cut them
+        # into chunks of per_device_train_batch_size, one backward each (no gradient sync but on the last),
+        # topping the last chunk up with zero-weight rows; the summed gradient equals the one-shot batch's.
+        model.train()
+        if hasattr(self.optimizer, "train") and callable(self.optimizer.train):
+            self.optimizer.train()
+        batch = self._prepare_inputs(inputs)  # rolls out (or reuses the buffered rollout)
+        start = time.perf_counter()
+        rows = batch["prompt_ids"].size(0)
+        size = self.args.per_device_train_batch_size
+        local_chunks = max(1, -(-rows // size))
+        # Under DDP every rank must run the same number of backward passes.
+        num_chunks = int(
+            self.accelerator.gather(torch.tensor([local_chunks], device=self.accelerator.device)).max()
+        )
+        total_tokens = batch["completion_mask"].sum()
+        total = torch.zeros((), device=self.accelerator.device)
+        for c in range(num_chunks):
+            chunk, real_rows = self._chunk(batch, c * size, size)
+            weight = self._chunk_weight(real_rows, chunk["completion_mask"].sum(), rows, total_tokens)
+            sync = c == num_chunks - 1
+            context = contextlib.nullcontext() if sync else self.accelerator.no_sync(model)
+            with context, self.compute_loss_context_manager():
+                loss = self.compute_loss(model, chunk) * weight
+                self.accelerator.backward(loss)
+            total += loss.detach()
+        self._step += 1
+        self._metrics["train"]["time/loss"].append(time.perf_counter() - start)
+        return total
+
+    @staticmethod
+    def _chunk(batch: dict[str, Any], begin: int, size: int) -> tuple[dict[str, Any], int]:
+        """Rows [begin, begin + size) of the batch, padded to ``size`` with zero-weight rows."""
+        rows = batch["prompt_ids"].size(0)
+        index = torch.arange(begin, begin + size, device=batch["prompt_ids"].device)
+        real = index < rows
+        index = torch.where(real, index, torch.zeros_like(index))  # padding repeats row 0 ...
+        chunk: dict[str, Any] = {}
+        for key, value in batch.items():
+            if isinstance(value, torch.Tensor) and value.dim() >= 1 and value.size(0) == rows:
+                chunk[key] = value.index_select(0, index.clamp(max=max(rows - 1, 0)))
+            else:
+                chunk[key] = value
+        # ... with its completion masked out and a zero advantage (not NaN: prompt_mask stays valid).
+        keep = real.to(chunk["completion_mask"].dtype).unsqueeze(1)
+        chunk["completion_mask"] = chunk["completion_mask"] * keep
+        chunk["advantages"] = chunk["advantages"] * real.to(chunk["advantages"].dtype)
+        return chunk, int(real.sum())
+
+    # ------------------------------------------------------------------ checkpoints
+    def _save_checkpoint(self, model: Any, trial: Any) -> None:
+        # The parent saves model, optimizer and TRL state; the estimator's table goes beside them.
+        super()._save_checkpoint(model, trial)
+        if self.estimator_state is not None and self.args.should_save:
+            from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR
+
+            folder = os.path.join(
+                self._get_output_dir(trial=trial), f"{PREFIX_CHECKPOINT_DIR}-{self.state.global_step}"
+            )
+            torch.save(self.estimator_state.state_dict(), os.path.join(folder, ESTIMATOR_STATE_FILE))
+
+    def _load_optimizer_and_scheduler(self, checkpoint: str | None) -> None:
+        # The parent restores the optimizer; on resume we also restore the estimator's table.
+        super()._load_optimizer_and_scheduler(checkpoint)
+        if checkpoint is not None and self.estimator_state is not None:
+            path = os.path.join(checkpoint, ESTIMATOR_STATE_FILE)
+            if os.path.exists(path):
+                self.estimator_state.load_state_dict(torch.load(path, weights_only=False))
+
+    def close(self) -> None:
+        """Stop the env workers this trainer started."""
+        if self._owns_envs and self.envs is not None:
+            self.envs.close()
