@@ -52,6 +52,11 @@ def build_parser() -> tuple[argparse.ArgumentParser, dict[str, argparse.Argument
 def main(argv: list[str] | None = None) -> int:
     """Run ``agentgym-rl COMMAND [flags]``; returns the exit code."""
     argv = list(sys.argv[1:] if argv is None else argv)
+    if argv and argv[0] in COMMANDS:
+        module = _available_commands().get(argv[0])
+        if module is not None and getattr(module, "PASSTHROUGH", False):
+            # The command parses its own flags (e.g. `train` with TRL's parser of the whole config).
+            return int(module.main(argv[1:]) or 0)
     parser, subcommand_parsers = build_parser()
     namespace = parser.parse_args(argv)
     if namespace.command is None:

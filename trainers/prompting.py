@@ -28,7 +28,14 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-__all__ = ["ACTION_FORMATS", "PromptConfig", "build_messages", "extract_task", "format_observation", "parse_action"]
+__all__ = [
+    "ACTION_FORMATS",
+    "PromptConfig",
+    "build_messages",
+    "extract_task",
+    "format_observation",
+    "parse_action",
+]
 
 _CJK = re.compile(r"[\u4e00-\u9fff]")
 _TASK_MARK = "Your task is to: "

@@ -128,7 +128,9 @@ class StepGRPOTrainer(GRPOTrainer):
         else:
             self._owns_envs = False
         self.envs = envs
-        env_kind = "webshop" if "WebShop" in args.env_id else "alfworld" if "ALFWorld" in args.env_id else "generic"
+        env_kind = (
+            "webshop" if "WebShop" in args.env_id else "alfworld" if "ALFWorld" in args.env_id else "generic"
+        )
         self.prompt_config = PromptConfig(
             env_kind=env_kind,
             history_window=args.history_window,
@@ -190,6 +192,37 @@ class StepGRPOTrainer(GRPOTrainer):
         for episode in rollout.episodes:
             self._initial_keys[episode.task_id] = episode.initial_state_key
         return rollout
+
+    def evaluate_in_env(
+        self, split: str = "valid_unseen", num_tasks: int = 8, seed: int = 0
+    ) -> dict[str, float]:
+        """Play one episode of ``num_tasks`` tasks of ``split`` with the current policy; env metrics.
+
+        Uses the training sampling settings (temperature) and a fresh ``GroupVectorEnv``.
+        """
+        from agentgym_rl import GroupVectorEnv
+
+        env_kwargs = {**self.args.env_kwargs, "split": split}
+        if self.args.max_env_steps is not None:
+            env_kwargs["max_episode_steps"] = self.args.max_env_steps
+        envs = GroupVectorEnv(
+            self.args.env_id, num_tasks=num_tasks, group_size=1, workers=self.args.env_workers, **env_kwargs
+        )
+        try:
+            rng = np.random.default_rng(seed)
+            picks = rng.choice(len(envs.task_ids), size=num_tasks, replace=num_tasks > len(envs.task_ids))
+            collector = RolloutCollector(envs, self.prompt_config, reward_scale=1.0)
+            was_training = self.model.training
+            self.model.eval()
+            try:
+                rollout = collector.collect(
+                    self._generate_replies, [envs.task_ids[int(i)] for i in picks], seed=seed
+                )
+            finally:
+                self.model.train(was_training)
+        finally:
+            envs.close()
+        return rollout.metrics()
 
     # ------------------------------------------------------------------ TRL hooks
     def _generate_and_score_completions(self, inputs: list[dict[str, Any]]) -> dict[str, Any]:
@@ -262,15 +295,16 @@ class StepGRPOTrainer(GRPOTrainer):
         return output
 
     def _chunk_weight(
-        self, chunk_rows: int, chunk_tokens: torch.Tensor, total_rows: int, total_tokens: torch.Tensor
-    ):
+        self, chunk_size: int, chunk_tokens: torch.Tensor, total_rows: int, total_tokens: torch.Tensor
+    ) -> float | torch.Tensor:
         """How much a chunk's loss counts so that the chunks' gradients add up to the whole batch's."""
         loss_type = self.loss_type
         if loss_type in ("dapo", "cispo", "vespo"):
             return 1.0  # already normalized by the whole step's num_items_in_batch
         if loss_type == "bnpo":
-            return chunk_tokens / total_tokens.clamp(min=1)
-        return chunk_rows / max(total_rows, 1)  # grpo, dr_grpo, sapo, luspo: per-row means
+            return chunk_tokens / total_tokens.clamp(min=1)  # a token mean over the chunk
+        # grpo, dr_grpo, sapo, luspo: a mean over the chunk's rows, padding rows (loss 0) included
+        return chunk_size / max(total_rows, 1)
 
     def training_step(
         self, model: torch.nn.Module, inputs: Any, num_items_in_batch: Any = None
@@ -283,9 +317,19 @@ class StepGRPOTrainer(GRPOTrainer):
             self.optimizer.train()
         batch = self._prepare_inputs(inputs)  # rolls out (or reuses the buffered rollout)
         start = time.perf_counter()
+        total = self.backward_rows(model, batch, self.args.per_device_train_batch_size)
+        self._step += 1
+        self._metrics["train"]["time/loss"].append(time.perf_counter() - start)
+        return total
+
+    def backward_rows(self, model: torch.nn.Module, batch: dict[str, Any], chunk_size: int) -> torch.Tensor:
+        """Backpropagate every row of ``batch`` in chunks of ``chunk_size``; returns the summed loss.
+
+        The chunks' gradients add up to the gradient of the whole batch in one pass
+        (each chunk's loss is weighted by :meth:`_chunk_weight`).
+        """
         rows = batch["prompt_ids"].size(0)
-        size = self.args.per_device_train_batch_size
-        local_chunks = max(1, -(-rows // size))
+        local_chunks = max(1, -(-rows // chunk_size))
         # Under DDP every rank must run the same number of backward passes.
         num_chunks = int(
             self.accelerator.gather(torch.tensor([local_chunks], device=self.accelerator.device)).max()
@@ -293,16 +337,14 @@ class StepGRPOTrainer(GRPOTrainer):
         total_tokens = batch["completion_mask"].sum()
         total = torch.zeros((), device=self.accelerator.device)
         for c in range(num_chunks):
-            chunk, real_rows = self._chunk(batch, c * size, size)
-            weight = self._chunk_weight(real_rows, chunk["completion_mask"].sum(), rows, total_tokens)
+            chunk, _ = self._chunk(batch, c * chunk_size, chunk_size)
+            weight = self._chunk_weight(chunk_size, chunk["completion_mask"].sum(), rows, total_tokens)
             sync = c == num_chunks - 1
             context = contextlib.nullcontext() if sync else self.accelerator.no_sync(model)
             with context, self.compute_loss_context_manager():
                 loss = self.compute_loss(model, chunk) * weight
                 self.accelerator.backward(loss)
             total += loss.detach()
-        self._step += 1
-        self._metrics["train"]["time/loss"].append(time.perf_counter() - start)
         return total
 
     @staticmethod

@@ -451,7 +451,10 @@ def _make_engine_class() -> type:
 
         def close(self) -> None:
             if getattr(self, "downward_lib", None) is not None:
-                fast_downward.close_lib(self.downward_lib)
+                # Free the planner's task but keep the library loaded: unloading a copy of libdownward
+                # (fast_downward.close_lib) while another is loaded crashes at interpreter exit, in a
+                # static destructor of the library.
+                self.downward_lib.cleanup()
                 self.downward_lib = None
 
     return PddlGameEngine

@@ -1,0 +1,1 @@
+"""Leaderboard and performance scripts, one job a file (``python -m benchmarks.<name>``)."""

@@ -1,0 +1,1 @@
+"""The built-in step-level advantage estimators (one module each); see ``trainers.advantages``."""

@@ -1,0 +1,154 @@
+"""Pieces shared by the estimators: the batch's group/rollout index, the episode term, diagnostics."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from functools import cached_property
+
+import torch
+
+from trainers.estimator_configs import EstimatorConfig
+from trainers.segment_ops import TrajectoryLayout, dense_ids, segment_sum, zscore
+from trainers.step_batch import StepBatch
+
+__all__ = [
+    "BatchIndex",
+    "Diagnostics",
+    "all_failed_groups",
+    "anchor_ids",
+    "episode_term",
+    "group_size_diagnostics",
+    "safe_mean",
+]
+
+#: Diagnostics: 0-dim tensors by name, or a zero-argument function returning them, so
+#: that they are computed (and synchronized with the device) only when asked for.
+Diagnostics = dict[str, torch.Tensor] | Callable[[], dict[str, torch.Tensor]]
+
+
+class BatchIndex:
+    """Dense task-group and rollout ids of a batch, computed once per call and only when needed.
+
+    Attributes:
+        group: dense group id of each row; ``num_groups`` of them (computed eagerly).
+        traj: dense rollout id of each row; ``num_traj`` of them.
+        layout: rows sorted by (rollout, step), next rows (:class:`TrajectoryLayout`).
+        traj_group: dense group id of each rollout ``[num_traj]``.
+        traj_outcome: ``R_i`` of each rollout, float64 ``[num_traj]``.
+    """
+
+    def __init__(self, batch: StepBatch) -> None:
+        self.batch = batch
+        self.group, self.num_groups = dense_ids(batch.group_id)
+
+    @cached_property
+    def layout(self) -> TrajectoryLayout:
+        """The (rollout, step) order of the rows."""
+        return TrajectoryLayout.build(self.batch.traj_id, self.batch.step)
+
+    @cached_property
+    def _traj(self) -> tuple[torch.Tensor, int]:
+        if "layout" in self.__dict__:
+            return self.layout.traj, self.layout.num_traj
+        return dense_ids(self.batch.traj_id)
+
+    @property
+    def traj(self) -> torch.Tensor:
+        """Dense rollout id of each row."""
+        return self._traj[0]
+
+    @property
+    def num_traj(self) -> int:
+        """Number of rollouts."""
+        return self._traj[1]
+
+    @cached_property
+    def traj_group(self) -> torch.Tensor:
+        """Dense group id of each rollout (every row of a rollout carries the same group)."""
+        return self.group.new_zeros(self.num_traj).scatter_(0, self.traj, self.group)
+
+    @cached_property
+    def traj_outcome(self) -> torch.Tensor:
+        """``R_i`` of each rollout (float64)."""
+        out = torch.zeros(self.num_traj, dtype=torch.float64, device=self.group.device)
+        return out.scatter_(0, self.traj, self.batch.outcome.to(torch.float64))
+
+    @classmethod
+    def build(cls, batch: StepBatch) -> BatchIndex:
+        """Index ``batch`` (alias of the constructor)."""
+        return cls(batch)
+
+    def rollouts_per_group(self) -> torch.Tensor:
+        """``G`` of each group (int64 ``[num_groups]``)."""
+        return segment_sum(torch.ones_like(self.traj_group), self.traj_group, self.num_groups)
+
+
+def episode_term(batch: StepBatch, index: BatchIndex, config: EstimatorConfig) -> torch.Tensor:
+    """``A^E_i = z(R_i | group)`` on every step row, with verl-agent's statistics (float64).
+
+    ``episode_stats="steps"`` takes the group's mean/std over its step rows (each row
+    carrying its rollout's outcome), ``"rollouts"`` over one value per rollout; a
+    group with a single member (row or rollout) has mean 0 and std 1.
+    """
+    value = batch.outcome.to(torch.float64) * config.reward_scale
+    members = None
+    if config.episode_stats == "rollouts":
+        members = (index.traj_outcome * config.reward_scale, index.traj_group)
+    return zscore(
+        value,
+        index.group,
+        index.num_groups,
+        norm=config.norm,
+        epsilon=config.epsilon,
+        singleton="identity",
+        weights_ids=members,
+    )
+
+
+def anchor_ids(batch: StepBatch, index: BatchIndex, use_anchor_key: bool = False) -> tuple[torch.Tensor, int]:
+    """Anchor-state groups: rows of one task group with equal state key (or ``anchor_key``)."""
+    if use_anchor_key:
+        if batch.anchor_key is None:
+            raise ValueError(
+                "enable_similarity=True needs StepBatch.anchor_key: give every record an 'anchor_key' "
+                "(e.g. from trainers.semantic.similarity_anchor_keys) or set enable_similarity=False"
+            )
+        key = batch.anchor_key
+    else:
+        key = batch.state_key
+    return dense_ids((index.group, index.num_groups), key)
+
+
+def all_failed_groups(index: BatchIndex, threshold: float | None = None) -> torch.Tensor:
+    """Bool ``[num_groups]``: every outcome is 0 (``threshold=None``) or below ``threshold``."""
+    outcome = index.batch.outcome.to(torch.float64)
+    ok = outcome != 0 if threshold is None else outcome >= threshold
+    return segment_sum(ok.to(torch.long), index.group, index.num_groups) == 0
+
+
+def safe_mean(values: torch.Tensor) -> torch.Tensor:
+    """Mean of ``values`` as float64, 0 when empty (diagnostics stay NaN-free)."""
+    values = values.to(torch.float64)
+    if values.numel() == 0:
+        return values.new_zeros(())
+    return values.mean()
+
+
+def group_size_diagnostics(prefix: str, ids: torch.Tensor, num: int) -> dict[str, torch.Tensor]:
+    """``{prefix}/mean_size`` and ``{prefix}/singleton_frac`` of a grouping of rows."""
+    size = segment_sum(torch.ones_like(ids), ids, num)
+    size = size[size > 0]  # ids may number segments that hold no row
+    return {
+        f"{prefix}/mean_size": safe_mean(size),
+        f"{prefix}/singleton_frac": safe_mean(size == 1),
+    }
+
+
+def base_diagnostics(index: BatchIndex) -> dict[str, torch.Tensor]:
+    """Group-level numbers every estimator reports."""
+    per_group = index.rollouts_per_group()
+    return {
+        "groups/all_zero_frac": safe_mean(all_failed_groups(index)),
+        "groups/singleton_frac": safe_mean(per_group == 1),
+        "groups/mean_rollouts": safe_mean(per_group),
+    }

@@ -1,0 +1,71 @@
+"""GRPO and GiGPO (``ALGORITHMS.md``: published baselines, verl-agent's statistics).
+
+- GRPO: ``A_t = A^E_i = z(R_i | group)`` on every step of rollout ``i``.
+- GiGPO: ``A_t = A^E_i + ω · z(Q_t | anchor group)`` where anchor groups are the rows
+  of one task group with equal ``k(o_t)``, ``Q_t = Σ_{j≥t} γ^{j-t} r_j`` and a
+  singleton anchor group gives 0.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from trainers.estimator_configs import GiGPOEstimatorConfig, GRPOEstimatorConfig
+from trainers.estimators.common import (
+    BatchIndex,
+    Diagnostics,
+    anchor_ids,
+    base_diagnostics,
+    episode_term,
+    group_size_diagnostics,
+)
+from trainers.segment_ops import discounted_returns, zscore
+from trainers.step_batch import StepBatch
+
+__all__ = ["gigpo", "gigpo_step_term", "grpo"]
+
+
+def grpo(
+    batch: StepBatch, config: GRPOEstimatorConfig, state: None = None
+) -> tuple[torch.Tensor, Diagnostics]:
+    """GRPO advantages: the episode term on every step row.
+
+    Args:
+        batch: the step rows.
+        config: episode-term options (``norm``, ``episode_stats``, ``epsilon``, ``reward_scale``).
+        state: unused (GRPO keeps nothing across iterations).
+
+    Returns:
+        ``(advantages float64 [rows], diagnostics)``.
+    """
+    index = BatchIndex.build(batch)
+    return episode_term(batch, index, config), lambda: base_diagnostics(index)
+
+
+def gigpo_step_term(
+    batch: StepBatch, index: BatchIndex, config: GiGPOEstimatorConfig
+) -> tuple[torch.Tensor, torch.Tensor, int]:
+    """``A^S_t = z(Q_t | anchor group)`` (float64), with the anchor ids and their count."""
+    ids, num = anchor_ids(batch, index, config.enable_similarity)
+    returns = discounted_returns(batch.reward.to(torch.float64), index.layout, config.gamma)
+    step = zscore(returns, ids, num, norm=config.norm, epsilon=config.epsilon, singleton="zero")
+    return step, ids, num
+
+
+def gigpo(
+    batch: StepBatch, config: GiGPOEstimatorConfig, state: None = None
+) -> tuple[torch.Tensor, Diagnostics]:
+    """GiGPO advantages: episode term plus ``ω`` times the anchor-state step term.
+
+    Args:
+        batch: the step rows (``reward`` holds ``r_t`` with the invalid-action penalty).
+        config: ``gamma``, ``omega``, ``enable_similarity`` and the episode-term options.
+        state: unused.
+
+    Returns:
+        ``(advantages float64 [rows], diagnostics)``.
+    """
+    index = BatchIndex.build(batch)
+    step, ids, num = gigpo_step_term(batch, index, config)
+    advantages = episode_term(batch, index, config) + config.omega * step
+    return advantages, lambda: base_diagnostics(index) | group_size_diagnostics("anchor", ids, num)
