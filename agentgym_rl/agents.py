@@ -31,8 +31,21 @@ class Agent(Protocol):
         """The next action text."""
 
 
+def _instruction(observation: str) -> str:
+    """The WebShop instruction shown on every page (``Instruction: [SEP] <text> [SEP] ...``)."""
+    parts = [p.strip() for p in observation.split("[SEP]")]
+    for i, part in enumerate(parts[:-1]):
+        if part == "Instruction:":
+            return parts[i + 1]
+    return observation.strip()
+
+
 class RandomAgent:
-    """Uniform over ``info["admissible_actions"]`` (``"look"`` when the list is empty)."""
+    """Uniform over ``info["admissible_actions"]`` (``"look"`` when the list is empty).
+
+    A search template such as WebShop's ``search[<your query>]`` is filled with the
+    instruction, so that random search still finds products.
+    """
 
     name = "random"
 
@@ -44,7 +57,10 @@ class RandomAgent:
 
     def act(self, observation: str, info: dict[str, Any]) -> str:
         actions = info.get("admissible_actions") or ["look"]
-        return str(actions[int(self._rng.integers(len(actions)))])
+        action = str(actions[int(self._rng.integers(len(actions)))])
+        if action.startswith("search[<") and action.endswith(">]"):
+            action = f"search[{_instruction(observation)}]"
+        return action
 
 
 class ExpertAgent:

@@ -11,6 +11,7 @@ the rollout's outcome once its episode ends). The trainer turns the records into
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -64,10 +65,11 @@ class EpisodeResult:
 
 @dataclass
 class Rollout:
-    """The rows and episodes of one collection."""
+    """The rows and episodes of one collection, and where its time went (seconds)."""
 
     rows: list[StepRow]
     episodes: list[EpisodeResult]
+    timings: dict[str, float] = field(default_factory=dict)
 
     @property
     def records(self) -> list[dict[str, Any]]:
@@ -88,6 +90,7 @@ class Rollout:
             "env/truncated_rate": float(np.mean([e.truncated for e in self.episodes])),
             "env/distinct_states": float(len({k for e in self.episodes for k in e.state_keys})),
             "env/rows": float(len(self.rows)),
+            **{f"time/{name}": value for name, value in self.timings.items()},
         }
 
 
@@ -132,10 +135,13 @@ class RolloutCollector:
         ``traj_id`` of a rollout is its env slot; ``group_id`` the index of its task.
         """
         envs, cfg = self.envs, self.prompt_config
+        timings = {"generate": 0.0, "env": 0.0}
+        clock = time.perf_counter()
         options: dict[str, Any] = {"tasks": tasks}
         if group_sizes is not None:
             options["group_sizes"] = group_sizes
         observations, info = envs.reset(seed=seed, options=options)
+        timings["env"] += time.perf_counter() - clock
         slots = np.flatnonzero(info["group_id"] >= 0)
         task_text = {int(i): extract_task(str(observations[i]), cfg) for i in slots}
         history: dict[int, list[tuple[str, str]]] = {int(i): [] for i in slots}
@@ -166,13 +172,17 @@ class RolloutCollector:
                 )
                 for i in active
             ]
+            clock = time.perf_counter()
             replies = generate(conversations)
+            timings["generate"] += time.perf_counter() - clock
             actions: list[str | None] = [None] * envs.num_envs
             parsed: dict[int, tuple[str, bool]] = {}
             for i, reply in zip(active, replies, strict=True):
                 parsed[i] = parse_action(reply.text, cfg)
                 actions[i] = parsed[i][0]
+            clock = time.perf_counter()
             next_observations, rewards, terminated, truncated, next_info = envs.step(actions)
+            timings["env"] += time.perf_counter() - clock
             for k, i in enumerate(active):
                 action, format_valid = parsed[i]
                 admissible = action in info["admissible_actions"][i]
@@ -230,7 +240,7 @@ class RolloutCollector:
             for row in episode_rows:
                 row.record["outcome"] = outcome
             rows.extend(episode_rows)
-        return Rollout(rows=rows, episodes=list(episodes.values()))
+        return Rollout(rows=rows, episodes=list(episodes.values()), timings=timings)
 
     @staticmethod
     def _finish(episode: EpisodeResult, info: dict[str, Any], i: int) -> None:

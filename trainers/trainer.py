@@ -38,6 +38,8 @@ from trainers.step_batch import StepBatch
 __all__ = ["StepGRPOTrainer"]
 
 ESTIMATOR_STATE_FILE = "estimator_state.pt"
+#: The prompt settings, saved with the model so that evaluation uses the training prompt.
+PROMPT_CONFIG_FILE = "prompt_config.json"
 
 
 def _pad(
@@ -385,6 +387,18 @@ class StepGRPOTrainer(GRPOTrainer):
             path = os.path.join(checkpoint, ESTIMATOR_STATE_FILE)
             if os.path.exists(path):
                 self.estimator_state.load_state_dict(torch.load(path, weights_only=False))
+
+    def _save(self, output_dir: str | None = None, state_dict: Any = None) -> None:
+        # The parent writes the model (and tokenizer); the prompt settings go beside them, so that
+        # `agentgym-rl leaderboard --agent checkpoint:DIR` prompts the model as it was trained.
+        super()._save(output_dir, state_dict)
+        if self.args.should_save:
+            import dataclasses
+            import json
+
+            folder = output_dir if output_dir is not None else self.args.output_dir
+            with open(os.path.join(folder, PROMPT_CONFIG_FILE), "w") as handle:
+                json.dump(dataclasses.asdict(self.prompt_config), handle, indent=1)
 
     def close(self) -> None:
         """Stop the env workers this trainer started."""
