@@ -16,6 +16,17 @@ _ENV_ALIASES = {
 }
 
 
+def _has_accelerator() -> bool:
+    import torch
+
+    xpu = getattr(torch, "xpu", None)
+    return bool(
+        torch.cuda.is_available()
+        or (hasattr(torch.backends, "mps") and torch.backends.mps.is_available())
+        or (xpu is not None and xpu.is_available())
+    )
+
+
 @dataclass
 class StepGRPOConfig(GRPOConfig):
     r"""Configuration of :class:`trainers.StepGRPOTrainer`.
@@ -161,6 +172,10 @@ class StepGRPOConfig(GRPOConfig):
             raise ValueError(
                 f"per_device_train_batch_size must be even (TRL's sampler), got {self.per_device_train_batch_size}"
             )
+        if self.bf16 is None and not self.fp16 and not _has_accelerator():
+            # TRL turns bf16 on by default, which transformers refuses without an accelerator;
+            # on a CPU-only machine train in float32 unless asked otherwise.
+            self.bf16 = False
         super().__post_init__()
 
     def make_estimator_config(self) -> Any:

@@ -20,7 +20,7 @@ import numpy as np
 
 from trainers.prompting import PromptConfig, build_messages, extract_task, parse_action
 
-__all__ = ["EpisodeResult", "GeneratedReply", "Rollout", "RolloutCollector", "StepRow"]
+__all__ = ["EpisodeResult", "GeneratedReply", "Rollout", "RolloutCollector", "StepRow", "slot_info"]
 
 
 @dataclass
@@ -70,6 +70,9 @@ class Rollout:
     rows: list[StepRow]
     episodes: list[EpisodeResult]
     timings: dict[str, float] = field(default_factory=dict)
+    #: Records for the estimator's state-table update when they differ from the rows' (3SPO's
+    #: post-step mode: whole episodes that ended, whose early rows were trained on before).
+    table_records: list[dict[str, Any]] | None = None
 
     @property
     def records(self) -> list[dict[str, Any]]:
@@ -92,6 +95,11 @@ class Rollout:
             "env/rows": float(len(self.rows)),
             **{f"time/{name}": value for name, value in self.timings.items()},
         }
+
+
+def slot_info(info: dict[str, Any], i: int) -> dict[str, Any]:
+    """Env ``i``'s own info from a batched ``GroupVectorEnv`` info (the keys its ``_key`` mask sets)."""
+    return {key: value[i] for key, value in info.items() if not key.startswith("_") and info[f"_{key}"][i]}
 
 
 GenerateFn = Callable[[list[list[dict[str, str]]]], Sequence[GeneratedReply]]
@@ -185,37 +193,16 @@ class RolloutCollector:
             timings["env"] += time.perf_counter() - clock
             for k, i in enumerate(active):
                 action, format_valid = parsed[i]
-                admissible = action in info["admissible_actions"][i]
-                penalty = self.invalid_action_penalty * (
-                    (not format_valid) or (self.penalize_inadmissible and not admissible)
-                )
-                done = bool(terminated[i] or truncated[i])
-                has_next = bool(next_info["_state_key"][i]) if "_state_key" in next_info else False
-                record = {
-                    "group_id": episodes[i].group_id,
-                    "traj_id": i,
-                    "step": len(history[i]),
-                    "state_key": int(info["state_key"][i]),
-                    "history_keys": [int(x) for x in info["history_keys"][i]],
-                    "first_visit": bool(info["first_visit"][i]),
-                    "next_state_key": int(next_info["state_key"][i]) if has_next else 0,
-                    "next_first_visit": bool(next_info["first_visit"][i]) if has_next else False,
-                    "reward": float(rewards[i]) * self.reward_scale - penalty,
-                    "outcome": 0.0,  # filled in when the episode ends
-                    "done": done,
-                }
-                reply = replies[k]
+                now, nxt = slot_info(info, i), slot_info(next_info, i)
                 rows_of[i].append(
-                    StepRow(
-                        messages=conversations[k],
-                        prompt_ids=list(reply.prompt_ids),
-                        completion_ids=list(reply.completion_ids),
-                        completion=reply.text,
-                        action=action,
-                        format_valid=format_valid,
-                        record=record,
-                    )
+                    self.make_row(
+                        episodes[i].group_id, i, len(history[i]), conversations[k], replies[k],
+                        parsed[i], now, nxt, float(rewards[i]), bool(terminated[i] or truncated[i]),
+                    )  # fmt: skip
                 )
+                admissible = action in now.get("admissible_actions", ())
+                done = bool(terminated[i] or truncated[i])
+                has_next = "state_key" in nxt
                 history[i].append((str(observations[i]), action))
                 episode = episodes[i]
                 episode.length += 1
@@ -241,6 +228,53 @@ class RolloutCollector:
                 row.record["outcome"] = outcome
             rows.extend(episode_rows)
         return Rollout(rows=rows, episodes=list(episodes.values()), timings=timings)
+
+    def make_row(
+        self,
+        group_id: int,
+        traj_id: int,
+        step: int,
+        conversation: list[dict[str, str]],
+        reply: GeneratedReply,
+        parsed: tuple[str, bool],
+        now: dict[str, Any],
+        nxt: dict[str, Any],
+        reward: float,
+        done: bool,
+    ) -> StepRow:
+        """One env step's row: its prompt and reply, and its step record (``outcome`` still 0).
+
+        ``now`` / ``nxt`` are one env's infos of ``o_t`` / ``o_{t+1}`` (see :func:`slot_info`);
+        shared with the branching collector (``trainers.branching``).
+        """
+        action, format_valid = parsed
+        admissible = action in now.get("admissible_actions", ())
+        penalty = self.invalid_action_penalty * (
+            (not format_valid) or (self.penalize_inadmissible and not admissible)
+        )
+        has_next = "state_key" in nxt
+        record = {
+            "group_id": group_id,
+            "traj_id": traj_id,
+            "step": step,
+            "state_key": int(now["state_key"]),
+            "history_keys": [int(x) for x in now["history_keys"]],
+            "first_visit": bool(now["first_visit"]),
+            "next_state_key": int(nxt["state_key"]) if has_next else 0,
+            "next_first_visit": bool(nxt["first_visit"]) if has_next else False,
+            "reward": reward * self.reward_scale - penalty,
+            "outcome": 0.0,  # filled in when the episode ends
+            "done": done,
+        }
+        return StepRow(
+            messages=conversation,
+            prompt_ids=list(reply.prompt_ids),
+            completion_ids=list(reply.completion_ids),
+            completion=reply.text,
+            action=action,
+            format_valid=format_valid,
+            record=record,
+        )
 
     @staticmethod
     def _finish(episode: EpisodeResult, info: dict[str, Any], i: int) -> None:

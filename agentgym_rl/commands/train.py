@@ -36,7 +36,7 @@ class TrainScriptArguments:
     eval_split: str | None = field(
         default="valid_unseen", metadata={"help": "Split evaluated after training ('none' to skip)."}
     )
-    eval_tasks: int = field(default=8, metadata={"help": "Tasks evaluated after training (one greedy rollout each)."})
+    eval_tasks: int = field(default=8, metadata={"help": "Tasks evaluated after training (one sampled rollout each)."})
 
 
 def make_parser(subparsers: argparse._SubParsersAction | None = None, prog: str | None = None) -> argparse.ArgumentParser:
@@ -95,7 +95,7 @@ def run(script_args: TrainScriptArguments, config: object) -> int:
         tokenizer.save_pretrained(config.output_dir)
         if script_args.eval_split and script_args.eval_split != "none":
             metrics = trainer.evaluate_in_env(split=script_args.eval_split, num_tasks=script_args.eval_tasks)
-            print(f"\nevaluation on {script_args.eval_split} ({script_args.eval_tasks} tasks, greedy):")
+            print(f"\nevaluation on {script_args.eval_split} ({script_args.eval_tasks} tasks, sampled as in training):")
             for name, value in metrics.items():
                 print(f"  {name:<28} {value:.3f}")
             Path(config.output_dir, "env_eval.json").write_text(json.dumps(metrics, indent=1))

@@ -1,0 +1,187 @@
+"""Where a StepGRPOTrainer step's time goes, and training curves of every estimator side by side.
+
+Run: ``python -m benchmarks.bench_trainer`` (CPU, the tiny offline model; ``--model PATH``
+for a real one). Two parts, in one run:
+
+1. Time split of a training step on ALFWorld (generated games): generation, env,
+   advantages + bookkeeping (StepBatch, estimator), loss (forward + backward). Goal
+   (issue 7): advantages + bookkeeping < 5% of the step.
+2. Success rate per step for each estimator on the one-step TextBandit (known best
+   action; the tiny model may only say the option letters), same seeds: a real run that
+   shows every estimator's signal reaching the policy.
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+import tempfile
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+
+@dataclass
+class Args:
+    model: str = field(default="tiny", metadata={"help": "HF model path, or 'tiny'."})
+    """HF model path, or 'tiny' for the offline tiny Qwen2."""
+    steps: int = field(default=4, metadata={"help": "Timed training steps (ALFWorld part)."})
+    """Timed training steps of the ALFWorld part (after one warm-up step)."""
+    num_tasks: int = field(default=4, metadata={"help": "Tasks per step (ALFWorld part)."})
+    """Tasks per step of the ALFWorld part."""
+    group_size: int = field(default=4, metadata={"help": "Rollouts per task (ALFWorld part)."})
+    """Rollouts per task of the ALFWorld part."""
+    max_env_steps: int = field(default=8, metadata={"help": "Episode limit (ALFWorld part)."})
+    """Episode step limit of the ALFWorld part."""
+    max_completion_length: int = field(default=48, metadata={"help": "Tokens per reply (ALFWorld part)."})
+    """Tokens per reply in the ALFWorld part."""
+    estimators: list[str] = field(
+        default_factory=lambda: ["grpo", "gigpo", "progpo_c", "progpo_r", "3spo"],
+        metadata={"help": "Estimators for the curves."},
+    )
+    """Estimators compared in the training curves."""
+    curve_steps: int = field(default=10, metadata={"help": "Training steps per curve."})
+    """Training steps per estimator in the curves."""
+    bandit_options: int = field(default=3, metadata={"help": "Options of the bandit (chance = 1/options)."})
+    """Options of the TextBandit (a uniform chooser succeeds 1/options of the time)."""
+    seed: int = field(default=0, metadata={"help": "Seed."})
+    """Seed of everything."""
+    output: str = field(default="results/bench_trainer", metadata={"help": "Folder for JSON + Markdown."})
+    """Folder for the JSON and Markdown results."""
+
+
+def model_path(name: str) -> str:
+    if name != "tiny":
+        return name
+    from trainers.tiny_models import tiny_qwen2_path
+
+    return str(tiny_qwen2_path())
+
+
+def time_split(args: Args, model: str, scratch: Path) -> dict[str, float]:
+    """Median seconds per training step by part, on ALFWorld generated games."""
+    from trainers import StepGRPOConfig, StepGRPOTrainer
+
+    config = StepGRPOConfig(
+        output_dir=str(scratch / "split"),
+        env_id="alfworld",
+        env_kwargs={"data_dir": "generated"},
+        estimator="gigpo",
+        num_tasks=args.num_tasks,
+        group_size=args.group_size,
+        max_env_steps=args.max_env_steps,
+        per_device_train_batch_size=16,
+        max_completion_length=args.max_completion_length,
+        max_steps=args.steps + 1,
+        logging_steps=1,
+        report_to="none",
+        save_strategy="no",
+        seed=args.seed,
+    )
+    trainer = StepGRPOTrainer(model=model, args=config)
+    start = time.perf_counter()
+    try:
+        trainer.train()
+    finally:
+        trainer.close()
+    wall = time.perf_counter() - start
+    logs = [h for h in trainer.state.log_history if "time/rollout" in h][1:]  # drop the warm-up step
+    parts = {
+        "generation": [h["time/generate"] for h in logs],
+        "env": [h["time/env"] for h in logs],
+        "advantages + bookkeeping": [h["time/advantages"] + h["time/rollout"] - h["time/generate"] - h["time/env"] for h in logs],
+        "loss (forward + backward)": [h["time/loss"] for h in logs],
+    }
+    result = {name: statistics.median(values) for name, values in parts.items()}
+    result["rows per step"] = statistics.median(h["env/rows"] for h in logs)
+    result["wall (all steps)"] = wall
+    return result
+
+
+def curves(args: Args, model: str, scratch: Path) -> dict[str, list[float]]:
+    """Success rate per step for each estimator on the TextBandit (best option "a")."""
+    from transformers import AutoTokenizer
+
+    from trainers import StepGRPOConfig, StepGRPOTrainer
+
+    tokenizer = AutoTokenizer.from_pretrained(model)
+    letters = "abcdefghijklmnopqrstuvwxyz"[: args.bandit_options]
+    allowed = {tokenizer.convert_tokens_to_ids(c) for c in letters}
+    results = {}
+    for estimator in args.estimators:
+        config = StepGRPOConfig(
+            output_dir=str(scratch / estimator),
+            env_id="bandit",
+            env_kwargs={"best": "a", "num_options": args.bandit_options},
+            estimator=estimator,
+            action_format="plain",
+            num_tasks=2,
+            group_size=8,
+            per_device_train_batch_size=16,
+            max_completion_length=1,
+            learning_rate=0.05,
+            max_steps=args.curve_steps,
+            logging_steps=1,
+            report_to="none",
+            save_strategy="no",
+            seed=args.seed,
+            generation_kwargs={"suppress_tokens": [i for i in range(len(tokenizer)) if i not in allowed]},
+        )
+        trainer = StepGRPOTrainer(model=model, args=config, processing_class=tokenizer)
+        try:
+            trainer.train()
+        finally:
+            trainer.close()
+        results[estimator] = [h["env/success_rate"] for h in trainer.state.log_history if "env/success_rate" in h]
+    return results
+
+
+def main(args: Args) -> dict:
+    model = model_path(args.model)
+    with tempfile.TemporaryDirectory() as scratch:
+        split = time_split(args, model, Path(scratch))
+        curve = curves(args, model, Path(scratch))
+
+    step = sum(v for k, v in split.items() if k in ("generation", "env", "advantages + bookkeeping", "loss (forward + backward)"))
+    overhead = split["env"] + split["advantages + bookkeeping"]
+    lines = [
+        f"# StepGRPOTrainer on CPU, model {args.model}",
+        "",
+        f"## Time per training step (ALFWorld generated, {args.num_tasks} tasks x {args.group_size}, "
+        f"<= {args.max_env_steps} env steps, {args.max_completion_length} tokens/reply; medians of {args.steps} steps)",
+        "",
+        "| part | seconds | share |",
+        "|---|---:|---:|",
+        *[
+            f"| {name} | {seconds:.3f} | {100 * seconds / step:.1f}% |"
+            for name, seconds in split.items()
+            if name in ("generation", "env", "advantages + bookkeeping", "loss (forward + backward)")
+        ],
+        f"| **step** | {step:.3f} | 100% |",
+        "",
+        f"rows per step: {split['rows per step']:.0f}; our overhead (env + advantages + bookkeeping): "
+        f"{100 * overhead / step:.1f}% of the step; advantages + bookkeeping: "
+        f"{100 * split['advantages + bookkeeping'] / step:.2f}% (goal < 5%)",
+        "",
+        f"## Success rate per step, TextBandit ({args.bandit_options} options, chance {1 / args.bandit_options:.2f}), "
+        "2 tasks x 8 rollouts, same seed",
+        "",
+        "| estimator | " + " | ".join(str(i + 1) for i in range(args.curve_steps)) + " |",
+        "|---|" + "---:|" * args.curve_steps,
+        *[f"| {name} | " + " | ".join(f"{v:.2f}" for v in values) + " |" for name, values in curve.items()],
+    ]
+    report = "\n".join(lines)
+    print(report)
+    out = Path(args.output)
+    out.mkdir(parents=True, exist_ok=True)
+    result = {"args": asdict(args), "time_split": split, "curves": curve}
+    (out / "result.json").write_text(json.dumps(result, indent=1))
+    (out / "result.md").write_text(report + "\n")
+    return result
+
+
+if __name__ == "__main__":
+    from agentgym_rl.cli_args import make_command_parser, parse_command_args
+
+    parser = make_command_parser(Args, name="bench_trainer", description=__doc__.splitlines()[0])
+    main(parse_command_args(parser, Args, None))
