@@ -45,17 +45,71 @@ def _sync_time_limit(env: Any) -> None:
         wrapper = wrapper.env
 
 
+def make_envs(env_id: str, env_kwargs: dict[str, Any], count: int, want_task_ids: bool) -> tuple[list[Any], dict]:
+    """Make a worker's envs; returns them and its ready message (pid, the split's task ids)."""
+    import gymnasium as gym
+
+    import agentgym_rl  # noqa: F401 - registers the envs in this process
+
+    envs = [gym.make(env_id, **env_kwargs) for _ in range(count)]
+    task_ids = list(getattr(envs[0].unwrapped, "task_ids", [])) if want_task_ids and envs else []
+    return envs, {"pid": os.getpid(), "task_ids": task_ids}
+
+
+def run_command(envs: list[Any], command: str, payload: Any) -> tuple:
+    """Run one batched command on a worker's envs: ``("ok", results)`` or ``("error", traceback, index)``.
+
+    Shared by the process workers (:func:`_serve`) and the Ray actors
+    (:mod:`agentgym_rl.ray_workers`), so both backends answer alike.
+    """
+    index = None
+    try:
+        if command == "reset":
+            results = []
+            for index, seed, options in payload:
+                results.append((index, *envs[index].reset(seed=seed, options=options)))
+        elif command == "step":
+            results = []
+            for index, action in payload:
+                results.append((index, *envs[index].step(action)))
+        elif command == "call":
+            index, name, args = payload
+            results = getattr(envs[index].unwrapped, name)(*args)
+            if name == "restore":
+                _sync_time_limit(envs[index])
+        elif command == "getattr":
+            index, name = payload
+            results = getattr(envs[index].unwrapped, name)
+        else:
+            raise ValueError(f"unknown worker command {command!r}")
+        return ("ok", results)
+    except Exception:  # noqa: BLE001 - the env's error goes back with its traceback
+        return ("error", traceback.format_exc(), index)
+
+
+def close_envs(envs: list[Any]) -> None:
+    """Close every env, best effort (at shutdown)."""
+    for env in envs:
+        try:
+            env.close()
+        except Exception:  # noqa: BLE001 - closing is best effort at shutdown
+            pass
+
+
+def unpack(message: tuple, env_indices: list[int]) -> Any:
+    """The result of a worker's answer; an env error raises :class:`WorkerEnvError`."""
+    if message[0] == "error":
+        _, trace, local_index = message
+        raise WorkerEnvError(trace if local_index is None else f"env {env_indices[local_index]}: {trace}")
+    return message[1]
+
+
 def _serve(conn: Connection, env_id: str, env_kwargs: dict[str, Any], count: int, want_task_ids: bool) -> None:
     """The worker's main loop (runs in the child process)."""
     envs: list[Any] = []
     try:
-        import gymnasium as gym
-
-        import agentgym_rl  # noqa: F401 - registers the envs in this process
-
-        envs = [gym.make(env_id, **env_kwargs) for _ in range(count)]
-        task_ids = list(getattr(envs[0].unwrapped, "task_ids", [])) if want_task_ids and envs else []
-        conn.send(("ok", {"pid": os.getpid(), "task_ids": task_ids}))
+        envs, ready = make_envs(env_id, env_kwargs, count, want_task_ids)
+        conn.send(("ok", ready))
     except BaseException:  # noqa: BLE001 - report anything to the parent, then stop
         conn.send(("error", traceback.format_exc(), None))
         return
@@ -66,34 +120,8 @@ def _serve(conn: Connection, env_id: str, env_kwargs: dict[str, Any], count: int
             break
         if command == "close":
             break
-        index = None
-        try:
-            if command == "reset":
-                results = []
-                for index, seed, options in payload:
-                    results.append((index, *envs[index].reset(seed=seed, options=options)))
-            elif command == "step":
-                results = []
-                for index, action in payload:
-                    results.append((index, *envs[index].step(action)))
-            elif command == "call":
-                index, name, args = payload
-                results = getattr(envs[index].unwrapped, name)(*args)
-                if name == "restore":
-                    _sync_time_limit(envs[index])
-            elif command == "getattr":
-                index, name = payload
-                results = getattr(envs[index].unwrapped, name)
-            else:
-                raise ValueError(f"unknown worker command {command!r}")
-            conn.send(("ok", results))
-        except Exception:  # noqa: BLE001 - the env's error goes back with its traceback
-            conn.send(("error", traceback.format_exc(), index))
-    for env in envs:
-        try:
-            env.close()
-        except Exception:  # noqa: BLE001 - closing is best effort at shutdown
-            pass
+        conn.send(run_command(envs, command, payload))
+    close_envs(envs)
     conn.close()
 
 
@@ -129,6 +157,11 @@ class WorkerHandle:
         child.close()  # only the worker holds this end: its death gives us EOF
         return cls(index=index, env_indices=env_indices, process=process, conn=parent)
 
+    @property
+    def pid(self) -> int | None:
+        """The worker process's id."""
+        return self.process.pid
+
     def local(self, env_index: int) -> int:
         """The worker-local index of a global env index."""
         return self.env_indices.index(env_index)
@@ -150,10 +183,7 @@ class WorkerHandle:
         except (EOFError, ConnectionResetError, OSError) as error:
             code = self.process.exitcode
             raise WorkerDied(f"worker {self.index} (pid {self.process.pid}) died (exit code {code})") from error
-        if message[0] == "error":
-            _, trace, local_index = message
-            raise WorkerEnvError(trace if local_index is None else f"env {self.env_indices[local_index]}: {trace}")
-        return message[1]
+        return unpack(message, self.env_indices)
 
     def kill(self) -> None:
         """End the process now (terminate, then kill) and reap it."""

@@ -295,6 +295,8 @@ class SPO3EstimatorConfig(_DiscountedConfig):
             (column `task_state_column` of `history_keys`, the depth-0 key) instead of `k(o)`.
         task_state_column (`int`, defaults to `0`): the depth-0 column of `history_keys`.
         g_max (`int`, defaults to `8`): `G_max` of the adaptive group size.
+        max_states (`int` or `None`, defaults to `None`): bound of the state table; beyond it
+            the least-recently-seen keys are evicted (`None`: unbounded).
 
     > Parameters that control the advantage
 
@@ -327,6 +329,10 @@ class SPO3EstimatorConfig(_DiscountedConfig):
         default=0, metadata={"help": "Column of history_keys holding the depth-0 (task, o_t) key."}
     )
     g_max: int = field(default=8, metadata={"help": "G_max of the adaptive group size n = ceil(G_max S(s))."})
+    max_states: int | None = field(
+        default=None,
+        metadata={"help": "Bound of the state table: evict least-recently-seen keys beyond it (None: unbounded)."},
+    )
     # Parameters that control the advantage
     use_returns: bool = field(
         default=False, metadata={"help": "Normalize discounted returns of R_t instead of R_t (ours)."}
@@ -340,3 +346,5 @@ class SPO3EstimatorConfig(_DiscountedConfig):
         _positive("omega_k", self.omega_k, allow_zero=True)
         if self.g_max < 1:
             raise ValueError(f"g_max={self.g_max} must be >= 1 (default 8)")
+        if self.max_states is not None and self.max_states < 1:
+            raise ValueError(f"max_states={self.max_states} must be >= 1, or None for an unbounded table")

@@ -116,7 +116,9 @@ class SPO3State:
 
     Holds ``N_total`` / ``N_succ`` per state key, the number of rollouts recorded
     (``τ - 1``), and per state the actions already explored (for the ranked
-    backtracking DFS of the rollout collector).
+    backtracking DFS of ``trainers.branching``). With ``config.max_states`` set, the
+    table keeps at most that many keys: after each :meth:`update` the keys seen least
+    recently (in an update) are evicted, with their explored actions, so memory stays flat.
 
     Args:
         config: the estimator's config (``per_task``, ``success_threshold``, score constants).
@@ -127,6 +129,8 @@ class SPO3State:
         self.table = KeyTable.empty(2)
         self.num_rollouts = 0
         self.explored: dict[int, set[int]] = {}
+        self.last_seen = torch.zeros(0, dtype=torch.long)  # update tick per table key (aligned)
+        self.ticks = 0
 
     @property
     def tau(self) -> int:
@@ -137,8 +141,31 @@ class SPO3State:
         """Record the batch's finished rollouts (rollouts with a ``done`` row)."""
         counts = _batch_counts(batch, BatchIndex(batch), self.config)
         new = counts.added[:, _TOTAL] > 0
+        old_keys, old_seen = self.table.keys.cpu(), self.last_seen
         self.table = self.table.merge(counts.keys[new], counts.added[new])
         self.num_rollouts += int(counts.finished)
+        # Least-recently-seen bookkeeping: carry old ticks over to the merged keys, stamp this update's.
+        self.ticks += 1
+        keys = self.table.keys.cpu()
+        seen = torch.zeros(keys.numel(), dtype=torch.long)
+        if old_keys.numel():
+            seen[torch.searchsorted(keys, old_keys)] = old_seen
+        if bool(new.any()):
+            seen[torch.searchsorted(keys, counts.keys[new].cpu())] = self.ticks
+        self.last_seen = seen
+        self._evict()
+
+    def _evict(self) -> None:
+        """Keep the ``max_states`` most recently seen keys (and their explored actions)."""
+        limit = self.config.max_states
+        if limit is None or len(self.table) <= limit:
+            return
+        keep = torch.topk(self.last_seen, limit, sorted=False).indices.sort().values
+        index = keep.to(self.table.keys.device)
+        self.table = KeyTable(self.table.keys[index], self.table.values[index])
+        self.last_seen = self.last_seen[keep]
+        kept = set(self.table.keys.tolist())
+        self.explored = {key: actions for key, actions in self.explored.items() if key in kept}
 
     def counts(self, keys: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """``(N_total, N_succ)`` of ``keys`` (float64; 0 for unvisited states)."""
@@ -165,6 +192,8 @@ class SPO3State:
             "table": self.table.state_dict(),
             "num_rollouts": self.num_rollouts,
             "explored": {key: sorted(actions) for key, actions in self.explored.items()},
+            "last_seen": self.last_seen.clone(),
+            "ticks": self.ticks,
         }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
@@ -172,6 +201,9 @@ class SPO3State:
         self.table = KeyTable.from_state_dict(state["table"])
         self.num_rollouts = int(state["num_rollouts"])
         self.explored = {int(k): {int(a) for a in v} for k, v in state.get("explored", {}).items()}
+        # Checkpoints from before the bound have no ticks: every key counts as seen at tick 0.
+        self.last_seen = torch.as_tensor(state.get("last_seen", torch.zeros(len(self.table))), dtype=torch.long)
+        self.ticks = int(state.get("ticks", 0))
 
 
 def _score(
