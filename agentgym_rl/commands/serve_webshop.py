@@ -81,20 +81,10 @@ def main(argv: list[str] | None = None, parser: argparse.ArgumentParser | None =
     args = parse_command_args(parser, Args, argv)
     from webshop_server.app import serve
 
-    serve(
-        args.host,
-        args.port,
-        quiet=args.quiet,
-        server=args.server,
-        threads=args.threads,
-        catalog=args.catalog,
-        num_products=args.num_products,
-        seed=args.seed,
-        human_goals=args.human_goals,
-        show_attrs=args.show_attrs,
-        max_sessions=args.max_sessions,
-        session_ttl=args.session_ttl,
-    )
+    import dataclasses
+
+    options = dataclasses.asdict(args)
+    serve(options.pop("host"), options.pop("port"), **options)
     return 0
 
 
