@@ -235,3 +235,35 @@ def test_config_validation_names_the_fix(tmp_path):
         _config(tmp_path, env_kwargs="{not json")
     assert _config(tmp_path, env_kwargs='{"data_dir": "generated"}').env_kwargs == {"data_dir": "generated"}
     assert _config(tmp_path, env_id="webshop").env_id == "AgentGymRL/WebShop-v0"
+
+
+def test_one_training_step_on_webshop(model_path, tmp_path):
+    estimator = "gigpo"
+    args = _config(
+        tmp_path,
+        env_id="webshop",
+        env_kwargs={},  # the generated catalogue
+        estimator=estimator,
+        num_tasks=2,
+        group_size=2,
+        max_env_steps=3,
+        max_completion_length=16,
+    )
+    trainer = StepGRPOTrainer(model=model_path, args=args)
+    before = {n: p.detach().clone() for n, p in trainer.model.named_parameters()}
+    try:
+        trainer.train()
+    finally:
+        trainer.close()
+    rollout = trainer.last_rollout
+    assert len(rollout.rows) == sum(e.length for e in rollout.episodes) == 12  # 4 episodes x 3 steps
+    assert all("Instruction:" not in row.messages[-1]["content"].split("Your task is to: ", 1)[0] for row in rollout.rows)
+    log = trainer.state.log_history[0]
+    assert math.isfinite(log["loss"]) and log["env/rows"] == 12
+    batch = StepBatch.from_records(rollout.records)
+    advantages = compute_advantages(estimator, batch, trainer.estimator_config)
+    # an invalid action keeps the page: one anchor state whose returns differ by step (penalties)
+    assert torch.isfinite(advantages).all() and advantages.abs().sum() > 0
+    assert all(not torch.equal(before[n], p) for n, p in trainer.model.named_parameters())
+    for other in ESTIMATORS:  # every estimator takes WebShop rows
+        assert torch.isfinite(compute_advantages(other, batch)).all(), other
