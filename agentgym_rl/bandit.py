@@ -96,7 +96,9 @@ class TextBanditEnv(gym.Env[str, str]):
         """The winning action of the current task."""
         return [self._task_id.removeprefix("best-")]
 
-    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[str, dict[str, Any]]:
+    def reset(
+        self, *, seed: int | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[str, dict[str, Any]]:
         super().reset(seed=seed)
         task = (options or {}).get("task")
         if task is None:

@@ -81,7 +81,9 @@ def _file_lock(path: Path) -> Iterator[None]:
 
 def _archive_id(archive: Path) -> str:
     stat = archive.stat()
-    return hashlib.blake2b(f"{archive.resolve()}|{stat.st_size}|{stat.st_mtime_ns}".encode(), digest_size=8).hexdigest()
+    return hashlib.blake2b(
+        f"{archive.resolve()}|{stat.st_size}|{stat.st_mtime_ns}".encode(), digest_size=8
+    ).hexdigest()
 
 
 def extract_archive(archive: Path) -> Path:
@@ -175,7 +177,10 @@ def download_alfworld(data_dir: str | os.PathLike, force: bool = False) -> Path:
     zip_path = data_dir / Path(ALFWORLD_TW_PDDL_URL).name
     with urllib.request.urlopen(ALFWORLD_TW_PDDL_URL, timeout=60) as response:  # noqa: S310 - fixed https URL
         total = int(response.headers.get("Content-Length", 0)) or None
-        with open(zip_path, "wb") as out, tqdm(total=total, unit="B", unit_scale=True, desc="alfworld") as bar:
+        with (
+            open(zip_path, "wb") as out,
+            tqdm(total=total, unit="B", unit_scale=True, desc="alfworld") as bar,
+        ):
             while chunk := response.read(1 << 20):
                 out.write(chunk)
                 bar.update(len(chunk))

@@ -44,14 +44,18 @@ class GroupParallelEnv(ParallelEnv):
 
     metadata = {"name": "agentgym_rl_group_v0", "render_modes": ["ansi"], "is_parallelizable": True}
 
-    def __init__(self, env_id: str, group_size: int = 2, render_mode: str | None = None, **env_kwargs: Any) -> None:
+    def __init__(
+        self, env_id: str, group_size: int = 2, render_mode: str | None = None, **env_kwargs: Any
+    ) -> None:
         if group_size < 1:
             raise ValueError(f"group_size must be >= 1, got {group_size}")
         self.env_id = env_id
         self.render_mode = render_mode
         self.possible_agents = [f"rollout_{i}" for i in range(group_size)]
         self.agents: list[str] = []
-        self._envs = {agent: gym.make(env_id, render_mode=render_mode, **env_kwargs) for agent in self.possible_agents}
+        self._envs = {
+            agent: gym.make(env_id, render_mode=render_mode, **env_kwargs) for agent in self.possible_agents
+        }
         self.task_id: str | None = None
 
     @functools.cache  # noqa: B019 - PettingZoo's contract: the same space object every call
@@ -71,7 +75,9 @@ class GroupParallelEnv(ParallelEnv):
         self.task_id = info["task_id"]
         observations, infos = {first: observation}, {first: info}
         for agent in self.possible_agents[1:]:  # the same task and seed for every rollout
-            observations[agent], infos[agent] = self._envs[agent].reset(seed=seed, options={**options, "task": self.task_id})
+            observations[agent], infos[agent] = self._envs[agent].reset(
+                seed=seed, options={**options, "task": self.task_id}
+            )
         self.agents = list(self.possible_agents)
         return observations, infos
 
@@ -81,7 +87,9 @@ class GroupParallelEnv(ParallelEnv):
             if agent not in actions:
                 raise KeyError(f"no action for live agent {agent!r}; live agents: {self.agents}")
             result = self._envs[agent].step(actions[agent])
-            observations[agent], rewards[agent], terminations[agent], truncations[agent], infos[agent] = result
+            observations[agent], rewards[agent], terminations[agent], truncations[agent], infos[agent] = (
+                result
+            )
         self.agents = [a for a in self.agents if not (terminations[a] or truncations[a])]
         return observations, rewards, terminations, truncations, infos
 

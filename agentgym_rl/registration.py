@@ -51,7 +51,9 @@ def resolve_env_id(name: str) -> str:
         return ENV_ALIASES[name]
     if name in (spec["id"] for spec in ENV_SPECS):
         return name
-    raise ValueError(f"unknown env {name!r}; choose one of {sorted(ENV_ALIASES)} or {[s['id'] for s in ENV_SPECS]}")
+    raise ValueError(
+        f"unknown env {name!r}; choose one of {sorted(ENV_ALIASES)} or {[s['id'] for s in ENV_SPECS]}"
+    )
 
 
 def register_envs() -> None:

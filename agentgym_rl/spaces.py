@@ -72,4 +72,3 @@ class TextSpace(Space[str]):
 
     def from_jsonable(self, sample_n: list[str]) -> list[str]:
         return list(sample_n)
-

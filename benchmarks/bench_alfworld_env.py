@@ -31,11 +31,15 @@ class Args:
     """Games to time (spread over the six task types)."""
     split: str = field(default="valid_unseen", metadata={"help": "ALFWorld split."})
     """ALFWorld split."""
-    data_dir: str | None = field(default=None, metadata={"help": "ALFWorld data folder (default: env lookup)."})
+    data_dir: str | None = field(
+        default=None, metadata={"help": "ALFWorld data folder (default: env lookup)."}
+    )
     """ALFWorld data folder (default: ALFWORLD_DATA, ../shared/data)."""
     warm_repeats: int = field(default=20, metadata={"help": "Warm resets per game."})
     """Warm resets per game."""
-    output: str = field(default="results/bench_alfworld_env", metadata={"help": "Folder for JSON + Markdown."})
+    output: str = field(
+        default="results/bench_alfworld_env", metadata={"help": "Folder for JSON + Markdown."}
+    )
     """Folder for the JSON and Markdown results."""
 
 
@@ -56,7 +60,7 @@ def time_official(game_files: list[str], walkthroughs: list[list[str]]) -> dict[
     from benchmarks.official_alfworld import make_official_env
 
     times: dict[str, list[float]] = {"cold": [], "warm": [], "step": []}
-    for game_file, walkthrough in zip(game_files, walkthroughs):
+    for game_file, walkthrough in zip(game_files, walkthroughs, strict=True):
         env = make_official_env([Path(game_file)])
         for key in ("cold", "warm"):  # the official env reloads the game on every reset
             start = time.perf_counter()
@@ -70,7 +74,9 @@ def time_official(game_files: list[str], walkthroughs: list[list[str]]) -> dict[
     return times
 
 
-def time_ours(root: Path, split: str, tasks: list[str], warm_repeats: int, disk_cache: Path) -> dict[str, list[float]]:
+def time_ours(
+    root: Path, split: str, tasks: list[str], warm_repeats: int, disk_cache: Path
+) -> dict[str, list[float]]:
     from agentgym_rl.alfworld.engine import GameCache
     from agentgym_rl.alfworld.env import ALFWorldEnv
     from agentgym_rl.alfworld.tasks import game_path
@@ -121,7 +127,9 @@ def main(args: Args) -> dict:
 
     root = find_alfworld_root(args.data_dir)
     if root is None:
-        raise SystemExit("no ALFWorld data: set ALFWORLD_DATA or --data-dir (the official env needs real games)")
+        raise SystemExit(
+            "no ALFWorld data: set ALFWORLD_DATA or --data-dir (the official env needs real games)"
+        )
     tasks = pick_games(root, args.split, args.games)
     files = [str(game_path(root, args.split, t)) for t in tasks]
     walkthroughs = [json.loads(Path(f).read_text())["walkthrough"] for f in files]
@@ -135,17 +143,35 @@ def main(args: Args) -> dict:
         return 1000 * statistics.median(values)
 
     rows = []
-    for kind, official_kind in [("cold", "cold"), ("cold+disk", "cold"), ("seen", "cold"), ("warm", "warm"), ("step", "step")]:
+    for kind, official_kind in [
+        ("cold", "cold"),
+        ("cold+disk", "cold"),
+        ("seen", "cold"),
+        ("warm", "warm"),
+        ("step", "step"),
+    ]:
         ours_ms, official_ms = median_ms(ours[kind]), median_ms(official[official_kind])
-        rows.append({"measure": kind, "official_ms": official_ms, "ours_ms": ours_ms, "speedup": official_ms / ours_ms})
+        rows.append(
+            {
+                "measure": kind,
+                "official_ms": official_ms,
+                "ours_ms": ours_ms,
+                "speedup": official_ms / ours_ms,
+            }
+        )
 
-    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
+    commit = subprocess.run(
+        ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True
+    ).stdout.strip()
     lines = [
         f"# ALFWorld env vs official AlfredTWEnv ({len(tasks)} {args.split} games, medians)",
         "",
         "| measure | official (ms) | ours (ms) | speedup |",
         "|---|---:|---:|---:|",
-        *[f"| {r['measure']} | {r['official_ms']:.2f} | {r['ours_ms']:.3f} | {r['speedup']:.1f}x |" for r in rows],
+        *[
+            f"| {r['measure']} | {r['official_ms']:.2f} | {r['ours_ms']:.3f} | {r['speedup']:.1f}x |"
+            for r in rows
+        ],
         "",
         f"machine: {machine()}; commit {commit or '?'}; command: python -m benchmarks.bench_alfworld_env --games {args.games}",
     ]
@@ -153,7 +179,14 @@ def main(args: Args) -> dict:
     print(report)
     out = Path(args.output)
     out.mkdir(parents=True, exist_ok=True)
-    result = {"args": asdict(args), "tasks": tasks, "rows": rows, "official": official, "ours": ours, "machine": machine()}
+    result = {
+        "args": asdict(args),
+        "tasks": tasks,
+        "rows": rows,
+        "official": official,
+        "ours": ours,
+        "machine": machine(),
+    }
     (out / "result.json").write_text(json.dumps(result, indent=1))
     (out / "result.md").write_text(report + "\n")
     return result

@@ -31,21 +31,29 @@ class Args:
     """Rollouts per task (N*G envs in all)."""
     steps: int = field(default=30, metadata={"help": "Timed steps per configuration."})
     """Timed steps per configuration (every env acts each step)."""
-    warmup: int = field(default=5, metadata={"help": "Untimed steps first (memo and cache warm-up in each process)."})
+    warmup: int = field(
+        default=5, metadata={"help": "Untimed steps first (memo and cache warm-up in each process)."}
+    )
     """Untimed steps before timing: each process warms its parse memo and caches."""
     split: str = field(default="valid_unseen", metadata={"help": "ALFWorld split."})
     """ALFWorld split."""
-    data_dir: str | None = field(default=None, metadata={"help": "ALFWorld data ('generated' for the embedded games)."})
+    data_dir: str | None = field(
+        default=None, metadata={"help": "ALFWorld data ('generated' for the embedded games)."}
+    )
     """ALFWorld data folder; 'generated' for the embedded games."""
     workers: list[int] = field(default_factory=lambda: [1, 2], metadata={"help": "Worker counts to time."})
     """Worker counts to time for GroupVectorEnv."""
-    async_vector: bool = field(default=True, metadata={"help": "Also time gymnasium's AsyncVectorEnv (a process per env)."})
+    async_vector: bool = field(
+        default=True, metadata={"help": "Also time gymnasium's AsyncVectorEnv (a process per env)."}
+    )
     """Also time gymnasium's AsyncVectorEnv (one process per env)."""
     rounds: int = field(default=3, metadata={"help": "Rounds over all configurations (median reported)."})
     """Rounds over all configurations, interleaved, so that machine noise hits each alike; medians reported."""
     seed: int = field(default=0, metadata={"help": "Seed of tasks and actions."})
     """Seed of the tasks and of the random actions."""
-    output: str = field(default="results/bench_group_vector", metadata={"help": "Folder for JSON + Markdown."})
+    output: str = field(
+        default="results/bench_group_vector", metadata={"help": "Folder for JSON + Markdown."}
+    )
     """Folder for the JSON and Markdown results."""
 
 
@@ -55,7 +63,9 @@ def policy(rng: np.random.Generator, admissible: list[list[str]]) -> list[str]:
 
 def time_loop(args: Args, kwargs: dict, tasks: list[str]) -> float:
     envs = [gym.make(ENV_ID, **kwargs) for _ in range(len(tasks))]
-    infos = [env.reset(seed=args.seed, options={"task": task})[1] for env, task in zip(envs, tasks)]
+    infos = [
+        env.reset(seed=args.seed, options={"task": task})[1] for env, task in zip(envs, tasks, strict=True)
+    ]
     rng, count = np.random.default_rng(args.seed), 0
     for step in range(args.warmup + args.steps):
         if step == args.warmup:
@@ -71,7 +81,9 @@ def time_loop(args: Args, kwargs: dict, tasks: list[str]) -> float:
 
 
 def time_group(args: Args, kwargs: dict, tasks: list[str], workers: int) -> float:
-    envs = GroupVectorEnv(ENV_ID, num_tasks=args.num_tasks, group_size=args.group_size, workers=workers, **kwargs)
+    envs = GroupVectorEnv(
+        ENV_ID, num_tasks=args.num_tasks, group_size=args.group_size, workers=workers, **kwargs
+    )
     _, info = envs.reset(seed=args.seed, options={"tasks": tasks[:: args.group_size]})
     rng, count = np.random.default_rng(args.seed), 0
     for step in range(args.warmup + args.steps):
@@ -123,9 +135,13 @@ def main(args: Args) -> dict:
     for _ in range(args.rounds):
         samples.setdefault("loop (1 process)", []).append(time_loop(args, kwargs, tasks))
         for workers in args.workers:
-            samples.setdefault(f"GroupVectorEnv W={workers}", []).append(time_group(args, kwargs, tasks, workers))
+            samples.setdefault(f"GroupVectorEnv W={workers}", []).append(
+                time_group(args, kwargs, tasks, workers)
+            )
         if args.async_vector:
-            samples.setdefault(f"AsyncVectorEnv ({len(tasks)} processes)", []).append(time_async(args, kwargs, tasks))
+            samples.setdefault(f"AsyncVectorEnv ({len(tasks)} processes)", []).append(
+                time_async(args, kwargs, tasks)
+            )
     rates = {name: float(np.median(values)) for name, values in samples.items()}
     base = rates["loop (1 process)"]
     lines = [

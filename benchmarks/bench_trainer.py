@@ -89,7 +89,9 @@ def time_split(args: Args, model: str, scratch: Path) -> dict[str, float]:
     parts = {
         "generation": [h["time/generate"] for h in logs],
         "env": [h["time/env"] for h in logs],
-        "advantages + bookkeeping": [h["time/advantages"] + h["time/rollout"] - h["time/generate"] - h["time/env"] for h in logs],
+        "advantages + bookkeeping": [
+            h["time/advantages"] + h["time/rollout"] - h["time/generate"] - h["time/env"] for h in logs
+        ],
         "loss (forward + backward)": [h["time/loss"] for h in logs],
     }
     result = {name: statistics.median(values) for name, values in parts.items()}
@@ -132,7 +134,9 @@ def curves(args: Args, model: str, scratch: Path) -> dict[str, list[float]]:
             trainer.train()
         finally:
             trainer.close()
-        results[estimator] = [h["env/success_rate"] for h in trainer.state.log_history if "env/success_rate" in h]
+        results[estimator] = [
+            h["env/success_rate"] for h in trainer.state.log_history if "env/success_rate" in h
+        ]
     return results
 
 
@@ -142,7 +146,11 @@ def main(args: Args) -> dict:
         split = time_split(args, model, Path(scratch))
         curve = curves(args, model, Path(scratch))
 
-    step = sum(v for k, v in split.items() if k in ("generation", "env", "advantages + bookkeeping", "loss (forward + backward)"))
+    step = sum(
+        v
+        for k, v in split.items()
+        if k in ("generation", "env", "advantages + bookkeeping", "loss (forward + backward)")
+    )
     overhead = split["env"] + split["advantages + bookkeeping"]
     lines = [
         f"# StepGRPOTrainer on CPU, model {args.model}",

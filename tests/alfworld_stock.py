@@ -18,10 +18,18 @@ def stock_trace(game_file: str, commands: list[str]) -> list[dict[str, Any]]:
     infos = textworld.EnvInfos(won=True, admissible_commands=True)
     env = textworld.start(game_file, infos, wrappers=[AlfredDemangler(shuffle=False)])
     state = env.reset()
-    trace = [{"feedback": state.feedback, "admissible": list(state.admissible_commands), "won": bool(state.won)}]
+    trace = [
+        {"feedback": state.feedback, "admissible": list(state.admissible_commands), "won": bool(state.won)}
+    ]
     for command in commands:
         state, _, _ = env.step(command)
-        trace.append({"feedback": state.feedback, "admissible": list(state.admissible_commands), "won": bool(state.won)})
+        trace.append(
+            {
+                "feedback": state.feedback,
+                "admissible": list(state.admissible_commands),
+                "won": bool(state.won),
+            }
+        )
     env.close()
     return trace
 

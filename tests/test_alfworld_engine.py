@@ -59,10 +59,22 @@ def test_engine_matches_stock_textworld_on_every_step(alfworld_root):
     for (game_file, commands), reference in zip(jobs, expected, strict=True):
         engine.load(game_file)
         state = engine.reset()
-        ours = [{"feedback": state.feedback, "admissible": list(state.admissible_commands), "won": bool(state.won)}]
+        ours = [
+            {
+                "feedback": state.feedback,
+                "admissible": list(state.admissible_commands),
+                "won": bool(state.won),
+            }
+        ]
         for command in commands:
             state, _, _ = engine.step(command)
-            ours.append({"feedback": state.feedback, "admissible": list(state.admissible_commands), "won": bool(state.won)})
+            ours.append(
+                {
+                    "feedback": state.feedback,
+                    "admissible": list(state.admissible_commands),
+                    "won": bool(state.won),
+                }
+            )
         assert ours == reference, game_file
     assert all(trace[-1]["won"] for trace in expected[len(tasks) :])  # the plain walkthroughs win
 

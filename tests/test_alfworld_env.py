@@ -124,7 +124,15 @@ def test_keys_equal_in_two_processes(alfworld_root):
 
 @pytest.mark.parametrize(
     "action",
-    ["", "   ", "\U0001f916 h\u00e9llo \u2192 \u4e16\u754c", "x" * 2_000_000, "go to desk 1; rm -rf /", "\x00\x01", "GO TO\n\nNOWHERE 99"],
+    [
+        "",
+        "   ",
+        "\U0001f916 h\u00e9llo \u2192 \u4e16\u754c",
+        "x" * 2_000_000,
+        "go to desk 1; rm -rf /",
+        "\x00\x01",
+        "GO TO\n\nNOWHERE 99",
+    ],
 )
 def test_bad_actions_are_answered_in_game(unseen_env, action):
     unseen_env.reset(seed=1)
@@ -175,7 +183,9 @@ def test_snapshot_restore_and_pickle(unseen_env):
 
 
 def test_make_vec(alfworld_root):
-    envs = gym.make_vec(ENV_ID, num_envs=2, vectorization_mode="sync", split="valid_seen", data_dir=str(alfworld_root))
+    envs = gym.make_vec(
+        ENV_ID, num_envs=2, vectorization_mode="sync", split="valid_seen", data_dir=str(alfworld_root)
+    )
     obs, info = envs.reset(seed=0)
     assert len(obs) == 2 and all("Your task is to:" in o for o in obs)
     envs.close()
@@ -188,7 +198,9 @@ def test_no_spacy_model_download_on_our_path(alfworld_root):
         "env.reset(seed=0); env.step('look'); env.close()\n"
         "print('spacy' in sys.modules)\n"
     )
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=120)
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=120
+    )
     assert out.stdout.strip() == "False"
 
 

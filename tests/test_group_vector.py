@@ -131,7 +131,7 @@ def test_snapshot_restore_branches_a_member(envs):
     observation, info = envs.restore(4, snap)  # member 4 (another group) branches from member 0's state
     assert info["task_id"] == envs.tasks[0] and envs.active[4]
     rest = walkthrough[1:]
-    for t, action in enumerate(rest):
+    for action in rest:
         actions = ["look"] * 6
         actions[0] = actions[4] = action
         obs, rewards, terminated, *_ = envs.step(actions)
@@ -177,7 +177,9 @@ def test_killed_worker_is_restarted_and_its_envs_truncated():
 
 def test_hung_worker_raises_naming_env_and_task_within_the_timeout():
     before = _children()
-    vector = GroupVectorEnv(ENV_ID, num_tasks=2, group_size=1, workers=2, timeout=3, on_worker_failure="raise", **KW)
+    vector = GroupVectorEnv(
+        ENV_ID, num_tasks=2, group_size=1, workers=2, timeout=3, on_worker_failure="raise", **KW
+    )
     try:
         vector.reset(seed=0)
         os.kill(vector.worker_pids()[0], signal.SIGSTOP)
@@ -198,7 +200,9 @@ def test_interpreter_exit_reaps_workers():
         "split='valid_unseen', data_dir='generated')\n"
         "print(*v.worker_pids())\n"  # exit without close()
     )
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=120)
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=120
+    )
     pids = [int(p) for p in out.stdout.split()]
     time.sleep(0.5)
     assert len(pids) == 2 and not any(os.path.exists(f"/proc/{pid}") for pid in pids)

@@ -22,7 +22,11 @@ def test_key_is_stable_across_processes_and_hash_seeds():
     code = "from agentgym_rl.keys import state_key; print(state_key('You arrive at desk 1.'))"
     values = {
         subprocess.run(
-            [sys.executable, "-c", code], capture_output=True, text=True, check=True, env={"PYTHONHASHSEED": seed}
+            [sys.executable, "-c", code],
+            capture_output=True,
+            text=True,
+            check=True,
+            env={"PYTHONHASHSEED": seed},
         ).stdout.strip()
         for seed in ("1", "2")
     }

@@ -126,7 +126,13 @@ def test_collected_rows_feed_every_estimator(alfworld_envs):
     )
     # 3SPO's step reward here is 0.5 for every move (fresh table): no spread within anchor groups; its
     # non-zero cases are hand-computed in test_advantages_examples.py.
-    expect_signal = {"grpo": False, "gigpo": True, "progpo_c": coverage_differs, "progpo_r": True, "3spo": None}
+    expect_signal = {
+        "grpo": False,
+        "gigpo": True,
+        "progpo_c": coverage_differs,
+        "progpo_r": True,
+        "3spo": None,
+    }
     assert not any(e.won for e in rollout.episodes)  # 3 steps are too few to win: all groups failed
     for estimator in ESTIMATORS:
         advantages = compute_advantages(estimator, batch)
@@ -178,7 +184,9 @@ def test_chunked_backward_equals_one_shot_gradient(model_path, alfworld_envs, tm
         assert rows % 5  # a ragged last chunk is part of the test
         # float64, so that the comparison is not drowned by float32 rounding of near-cancelling sums
         trainer.model.to(torch.float64)
-        batch = {k: v.double() if torch.is_tensor(v) and v.is_floating_point() else v for k, v in batch.items()}
+        batch = {
+            k: v.double() if torch.is_tensor(v) and v.is_floating_point() else v for k, v in batch.items()
+        }
         grads = []
         for chunk_size in (5, rows):
             trainer.model.zero_grad()
@@ -187,7 +195,11 @@ def test_chunked_backward_equals_one_shot_gradient(model_path, alfworld_envs, tm
         for name, one_shot in grads[1].items():
             scale = float(one_shot.abs().max())
             torch.testing.assert_close(
-                grads[0][name], one_shot, rtol=1e-6, atol=max(1e-7 * scale, 1e-12), msg=lambda m: f"{loss_type} {name}: {m}"
+                grads[0][name],
+                one_shot,
+                rtol=1e-6,
+                atol=max(1e-7 * scale, 1e-12),
+                msg=lambda m, where=f"{loss_type} {name}": f"{where}: {m}",
             )
 
 
@@ -216,7 +228,9 @@ def _same_state(a: dict, b: dict) -> bool:
     for key, value in a.items():
         other = b[key]
         if isinstance(value, torch.Tensor):
-            if not (isinstance(other, torch.Tensor) and value.shape == other.shape and torch.equal(value, other)):
+            if not (
+                isinstance(other, torch.Tensor) and value.shape == other.shape and torch.equal(value, other)
+            ):
                 return False
         elif isinstance(value, dict):
             if not (isinstance(other, dict) and _same_state(value, other)):
@@ -257,7 +271,10 @@ def test_one_training_step_on_webshop(model_path, tmp_path):
         trainer.close()
     rollout = trainer.last_rollout
     assert len(rollout.rows) == sum(e.length for e in rollout.episodes) == 12  # 4 episodes x 3 steps
-    assert all("Instruction:" not in row.messages[-1]["content"].split("Your task is to: ", 1)[0] for row in rollout.rows)
+    assert all(
+        "Instruction:" not in row.messages[-1]["content"].split("Your task is to: ", 1)[0]
+        for row in rollout.rows
+    )
     log = trainer.state.log_history[0]
     assert math.isfinite(log["loss"]) and log["env/rows"] == 12
     batch = StepBatch.from_records(rollout.records)

@@ -38,7 +38,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-__all__ = ["EngineSnapshot", "GameCache", "GameRecord", "default_cache", "engine_class", "load_game_data", "make_engine"]
+__all__ = [
+    "EngineSnapshot",
+    "GameCache",
+    "GameRecord",
+    "default_cache",
+    "engine_class",
+    "load_game_data",
+    "make_engine",
+]
 
 # The task rule of an ALFWorld grammar: `"task": [ { "rhs": "<json string>" } ]`.
 _TASK_RULE = re.compile(r'("task"\s*:\s*\[\s*\{\s*"rhs"\s*:\s*)("(?:[^"\\]|\\.)*")')
@@ -240,8 +248,8 @@ def _make_engine_class() -> type:
         os.environ["ALFWORLD_DATA"] = previous
     from textworld.core import GameState
     from textworld.envs.pddl import PddlEnv
-    from textworld.generator.game import EntityInfo
     from textworld.envs.pddl import logic as pddl_logic
+    from textworld.generator.game import EntityInfo
 
     from agentgym_rl.alfworld.parse_cache import install_parse_cache
 

@@ -132,7 +132,9 @@ class ALFWorldEnv(gym.Env[str, str]):
         render_mode: str | None = None,
     ) -> None:
         if render_mode is not None and render_mode not in self.metadata["render_modes"]:
-            raise ValueError(f"render_mode={render_mode!r} is not supported; use one of {self.metadata['render_modes']}")
+            raise ValueError(
+                f"render_mode={render_mode!r} is not supported; use one of {self.metadata['render_modes']}"
+            )
         self._init_kwargs = dict(
             split=split,
             data_dir=data_dir,
@@ -220,7 +222,9 @@ class ALFWorldEnv(gym.Env[str, str]):
         return list(self._engine.policy_commands())
 
     # ------------------------------------------------------------------ Gymnasium API
-    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[str, dict[str, Any]]:
+    def reset(
+        self, *, seed: int | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[str, dict[str, Any]]:
         super().reset(seed=seed)
         options = options or {}
         task_id = options.get("task")
@@ -338,4 +342,3 @@ class ALFWorldEnv(gym.Env[str, str]):
         self.__init__(**state["init_kwargs"])
         if state["snapshot"] is not None:
             self.restore(state["snapshot"])
-

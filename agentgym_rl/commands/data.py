@@ -23,8 +23,12 @@ ACTIONS = ("info", "download", "prepare", "generate")
 class Args:
     """Arguments of ``agentgym-rl data``."""
 
-    action: str = field(default="info", metadata={"help": "What to do.", "choices": ACTIONS, "positional": True})
-    dataset: str = field(default="alfworld", metadata={"help": "Dataset.", "choices": ("alfworld",), "positional": True})
+    action: str = field(
+        default="info", metadata={"help": "What to do.", "choices": ACTIONS, "positional": True}
+    )
+    dataset: str = field(
+        default="alfworld", metadata={"help": "Dataset.", "choices": ("alfworld",), "positional": True}
+    )
     data_dir: str | None = field(
         default=None, metadata={"help": "Data folder (download target; where to look otherwise)."}
     )
@@ -32,14 +36,17 @@ class Args:
         default_factory=lambda: ["valid_seen", "valid_unseen"], metadata={"help": "Splits to prepare."}
     )
     translation_cache: str | None = field(
-        default=None, metadata={"help": "Translation cache folder for prepare (default: under $AGENTGYM_RL_CACHE)."}
+        default=None,
+        metadata={"help": "Translation cache folder for prepare (default: under $AGENTGYM_RL_CACHE)."},
     )
     output: str | None = field(default=None, metadata={"help": "Output folder for generate."})
     seed: int = field(default=0, metadata={"help": "Seed for generate."})
     force: bool = field(default=False, metadata={"help": "Download again even if the data is there."})
 
 
-def make_parser(subparsers: argparse._SubParsersAction | None = None, prog: str | None = None) -> argparse.ArgumentParser:
+def make_parser(
+    subparsers: argparse._SubParsersAction | None = None, prog: str | None = None
+) -> argparse.ArgumentParser:
     """The parser of ``agentgym-rl data``."""
     return make_command_parser(
         Args,
@@ -82,7 +89,9 @@ def _prepare(args: Args) -> int:
     for split in args.split:
         for task_id in tqdm(list_tasks(root, split), desc=f"translating {split}", unit="game"):
             cache.translation(cache.game(game_path(root, split, task_id)))
-    print(f"translations cached in {cache.translation_dir}; pass translation_cache=True (or that folder) to the env")
+    print(
+        f"translations cached in {cache.translation_dir}; pass translation_cache=True (or that folder) to the env"
+    )
     return 0
 
 
@@ -95,7 +104,9 @@ def main(argv: list[str] | None = None, parser: argparse.ArgumentParser | None =
         from agentgym_rl.data import download_alfworld
 
         root = download_alfworld(args.data_dir or Path.home() / ".cache" / "alfworld", force=args.force)
-        print(f"ALFWorld games in {root}; set ALFWORLD_DATA={root.parent} (the default location needs nothing)")
+        print(
+            f"ALFWorld games in {root}; set ALFWORLD_DATA={root.parent} (the default location needs nothing)"
+        )
         return 0
     if args.action == "prepare":
         return _prepare(args)

@@ -19,26 +19,40 @@ class Args:
 
     env: str = field(default="alfworld", metadata={"help": "Env: alfworld, webshop or a registered id."})
     agents: list[str] = field(
-        default_factory=lambda: ["expert", "random"], metadata={"help": "Agents to play, in turn: expert, random."}
+        default_factory=lambda: ["expert", "random"],
+        metadata={"help": "Agents to play, in turn: expert, random."},
     )
     split: str | None = field(
-        default=None, metadata={"help": "Split (ALFWorld: train, valid_seen, valid_unseen, valid_train). Env default if unset."}
+        default=None,
+        metadata={
+            "help": "Split (ALFWorld: train, valid_seen, valid_unseen, valid_train). Env default if unset."
+        },
     )
     data_dir: str | None = field(
         default=None,
-        metadata={"help": "ALFWorld data folder ('generated' for the embedded games); default: ALFWORLD_DATA, ../shared/data."},
+        metadata={
+            "help": "ALFWorld data folder ('generated' for the embedded games); default: ALFWORLD_DATA, ../shared/data."
+        },
     )
     task: str | None = field(default=None, metadata={"help": "Task id to play; default: picked by the seed."})
     episodes: int = field(default=1, metadata={"help": "Episodes per agent."})
     seed: int = field(default=0, metadata={"help": "Seed of the task choice and of the random agent."})
-    max_steps: int | None = field(default=None, metadata={"help": "Step limit (default: the env's, ALFWorld 50)."})
+    max_steps: int | None = field(
+        default=None, metadata={"help": "Step limit (default: the env's, ALFWorld 50)."}
+    )
     quiet: bool = field(default=False, metadata={"help": "Print only each episode's result, not every step."})
 
 
-def make_parser(subparsers: argparse._SubParsersAction | None = None, prog: str | None = None) -> argparse.ArgumentParser:
+def make_parser(
+    subparsers: argparse._SubParsersAction | None = None, prog: str | None = None
+) -> argparse.ArgumentParser:
     """The parser of ``agentgym-rl play``."""
     return make_command_parser(
-        Args, name="play", description="Play episodes with a scripted agent and print them.", subparsers=subparsers, prog=prog
+        Args,
+        name="play",
+        description="Play episodes with a scripted agent and print them.",
+        subparsers=subparsers,
+        prog=prog,
     )
 
 
@@ -79,13 +93,19 @@ def main(argv: list[str] | None = None, parser: argparse.ArgumentParser | None =
                 while not done:
                     action = agent.act(observation, info)
                     observation, reward, terminated, truncated, info = env.step(action)
-                    steps, total_reward, done = steps + 1, total_reward + float(reward), terminated or truncated
+                    steps, total_reward, done = (
+                        steps + 1,
+                        total_reward + float(reward),
+                        terminated or truncated,
+                    )
                     if not args.quiet:
                         print(f"> {action}\n{observation}")
                 outcome = "WON" if info.get("won") else "lost"
                 score = f", score {info['score']:.3f}" if "score" in info else ""
                 seconds = time.perf_counter() - start
-                print(f"--- {agent_name}: {outcome} after {steps} steps (reward {total_reward:.1f}{score}, {seconds:.2f} s)")
+                print(
+                    f"--- {agent_name}: {outcome} after {steps} steps (reward {total_reward:.1f}{score}, {seconds:.2f} s)"
+                )
                 results.append((agent_name, info["task_id"], bool(info.get("won")), steps))
     finally:
         env.close()

@@ -79,9 +79,9 @@ def main(argv: list[str] | None = None, parser: argparse.ArgumentParser | None =
     """Serve until interrupted; returns the exit code."""
     parser = parser or make_parser()
     args = parse_command_args(parser, Args, argv)
-    from webshop_server.app import serve
-
     import dataclasses
+
+    from webshop_server.app import serve
 
     options = dataclasses.asdict(args)
     serve(options.pop("host"), options.pop("port"), **options)

@@ -29,23 +29,35 @@ class TrainScriptArguments:
     env: str | None = field(
         default=None, metadata={"help": "Env: alfworld, webshop, bandit or a registered id (sets env_id)."}
     )
-    model: str = field(default="tiny", metadata={"help": "HF model path (or id in the local cache); 'tiny' for the offline test model."})
+    model: str = field(
+        default="tiny",
+        metadata={"help": "HF model path (or id in the local cache); 'tiny' for the offline test model."},
+    )
     data_dir: str | None = field(
-        default=None, metadata={"help": "ALFWorld data folder ('generated' for the embedded games); goes into env_kwargs."}
+        default=None,
+        metadata={"help": "ALFWorld data folder ('generated' for the embedded games); goes into env_kwargs."},
     )
     eval_split: str | None = field(
         default="valid_unseen", metadata={"help": "Split evaluated after training ('none' to skip)."}
     )
-    eval_tasks: int = field(default=8, metadata={"help": "Tasks evaluated after training (one sampled rollout each)."})
+    eval_tasks: int = field(
+        default=8, metadata={"help": "Tasks evaluated after training (one sampled rollout each)."}
+    )
 
 
-def make_parser(subparsers: argparse._SubParsersAction | None = None, prog: str | None = None) -> argparse.ArgumentParser:
+def make_parser(
+    subparsers: argparse._SubParsersAction | None = None, prog: str | None = None
+) -> argparse.ArgumentParser:
     """The parser of ``agentgym-rl train``: its flags are parsed by TRL's parser in :func:`main`."""
-    description = "Train an LLM agent in a group env with a step-level estimator (all StepGRPOConfig fields are flags)."
+    description = (
+        "Train an LLM agent in a group env with a step-level estimator (all StepGRPOConfig fields are flags)."
+    )
     if subparsers is not None:
         parser = subparsers.add_parser("train", help=description, description=description, add_help=False)
     else:
-        parser = argparse.ArgumentParser(prog=prog or "agentgym-rl train", description=description, add_help=False)
+        parser = argparse.ArgumentParser(
+            prog=prog or "agentgym-rl train", description=description, add_help=False
+        )
     parser.add_argument("flags", nargs=argparse.REMAINDER, help="Flags (see --help).")
     return parser
 
@@ -95,7 +107,9 @@ def run(script_args: TrainScriptArguments, config: object) -> int:
         tokenizer.save_pretrained(config.output_dir)
         if script_args.eval_split and script_args.eval_split != "none":
             metrics = trainer.evaluate_in_env(split=script_args.eval_split, num_tasks=script_args.eval_tasks)
-            print(f"\nevaluation on {script_args.eval_split} ({script_args.eval_tasks} tasks, sampled as in training):")
+            print(
+                f"\nevaluation on {script_args.eval_split} ({script_args.eval_tasks} tasks, sampled as in training):"
+            )
             for name, value in metrics.items():
                 print(f"  {name:<28} {value:.3f}")
             Path(config.output_dir, "env_eval.json").write_text(json.dumps(metrics, indent=1))
