@@ -1,4 +1,4 @@
-"""Env workers as Ray actors: ``GroupVectorEnv(..., backend="ray")``.
+"""Env workers as Ray actors: ``GroupVectorEnv(..., worker_backend="ray")``.
 
 Each actor holds several envs and answers the same batched commands as a worker process
 (:func:`agentgym_rl.workers.run_command`: ``reset``, ``step``, ``call``, ``getattr``), so
@@ -32,6 +32,9 @@ from agentgym_rl.workers import (
 
 __all__ = ["RayWorkerHandle", "connect", "require_ray"]
 
+#: Seconds an actor may take to be placed, start and make its envs (its first answer).
+START_TIMEOUT = 60.0
+
 _INSTALL = 'the Ray backend needs Ray: pip install "agentgym-rl[ray]"'
 
 
@@ -40,7 +43,7 @@ def require_ray() -> Any:
     try:
         import ray
     except ImportError as error:
-        raise ImportError(f'{_INSTALL} (or use backend="process")') from error
+        raise ImportError(f'{_INSTALL} (or use worker_backend="process")') from error
     return ray
 
 
@@ -140,14 +143,18 @@ class RayWorkerHandle:
         from ray.exceptions import RayActorError, RayTaskError
 
         ref, self._pending = self._pending, None
+        if self._starting and timeout is not None:  # first Ray places it (maybe after freeing CPUs)
+            timeout = max(timeout, START_TIMEOUT)
         ready, _ = ray.wait([ref], timeout=timeout)
         if not ready:
             self.kill()
             raise WorkerHung(f"worker {self.index} (Ray actor {self._name()}) gave no answer in {timeout} s")
         try:
             message = ray.get(ref)
-        except RayActorError as error:
-            raise WorkerDied(f"worker {self.index} (Ray actor {self._name()}) died: {error}") from error
+        except RayActorError as error:  # Ray's message: a first line, details, then the cause
+            lines = str(error).strip().splitlines() or [type(error).__name__]
+            why = lines[0] + (f" {lines[-1].strip()}" if len(lines) > 1 else "")
+            raise WorkerDied(f"worker {self.index} (Ray actor {self._name()}) died: {why}") from error
         except RayTaskError as error:  # raised outside run_command's guard (e.g. unpickling)
             raise WorkerEnvError(str(error)) from error
         result = unpack(message, self.env_indices)

@@ -76,10 +76,11 @@ class GroupVectorEnv(VectorEnv):
             work (measured 1.81x vs 1.65x the one-process loop on 2 cores) but loads each
             task in several workers; ``"blocks"`` keeps a group's members together (one
             cold game load per task per reset: better when resets dominate).
-        backend: ``"process"`` (worker processes on this machine) or ``"ray"`` (Ray actors
-            anywhere in a Ray cluster, placed by Ray; ``pip install "agentgym-rl[ray]"``).
+        worker_backend: ``"process"`` (worker processes on this machine) or ``"ray"`` (Ray
+            actors anywhere in a Ray cluster, placed by Ray; ``pip install "agentgym-rl[ray]"``).
             Same API and results; an actor that dies or hangs is handled like a worker.
-        address: Ray cluster to join when this process is not connected yet: ``None``
+            (Not ``backend``: that is WebShop's env kwarg, ``"local"`` or ``"http"``.)
+        ray_address: Ray cluster to join when this process is not connected yet: ``None``
             (``$RAY_ADDRESS``, else a local Ray instance), ``"auto"`` or ``"ray://host:10001"``.
         ray_num_cpus_per_worker: CPUs each actor reserves (Ray places actors where CPUs are
             free; the default ``workers`` is the cluster's CPUs divided by this).
@@ -106,8 +107,8 @@ class GroupVectorEnv(VectorEnv):
         on_worker_failure: str = "restart",
         context: str = "spawn",
         layout: str = "interleaved",
-        backend: str = "process",
-        address: str | None = None,
+        worker_backend: str = "process",
+        ray_address: str | None = None,
         ray_num_cpus_per_worker: float = 1.0,
         ray_actor_options: dict[str, Any] | None = None,
         **env_kwargs: Any,
@@ -118,17 +119,19 @@ class GroupVectorEnv(VectorEnv):
             raise ValueError(f"layout must be 'interleaved' or 'blocks', got {layout!r}")
         if on_worker_failure not in ("restart", "raise"):
             raise ValueError(f"on_worker_failure must be 'restart' or 'raise', got {on_worker_failure!r}")
-        if backend not in ("process", "ray"):
-            raise ValueError(f"backend must be 'process' or 'ray', got {backend!r}")
+        if worker_backend not in ("process", "ray"):
+            raise ValueError(f"worker_backend must be 'process' or 'ray', got {worker_backend!r}")
         self.env_id = env_id
         self.num_tasks, self.group_size = num_tasks, group_size
         self.num_envs = num_tasks * group_size
         self.timeout, self.on_worker_failure, self._context = timeout, on_worker_failure, context
         self._env_kwargs = dict(env_kwargs)
         self.spec = gym.spec(env_id)
-        self.backend = backend
-        self._start_worker = self._worker_starter(backend, address, ray_num_cpus_per_worker, ray_actor_options)
-        if workers is None and backend == "ray":  # every CPU of the cluster, not of this machine
+        self.worker_backend = worker_backend
+        self._start_worker = self._worker_starter(
+            worker_backend, ray_address, ray_num_cpus_per_worker, ray_actor_options
+        )
+        if workers is None and worker_backend == "ray":  # every CPU of the cluster, not of this machine
             import ray
 
             workers = int(ray.cluster_resources().get("CPU", 1) // ray_num_cpus_per_worker)
@@ -303,7 +306,7 @@ class GroupVectorEnv(VectorEnv):
         self.tasks, self.group_sizes = tasks, sizes
         slot = 0
         per_worker: dict[int, list[tuple[int, int | None, dict]]] = {}
-        for group, (task, size) in enumerate(zip(tasks, sizes)):
+        for group, (task, size) in enumerate(zip(tasks, sizes, strict=True)):
             group_seed = seed + group if seed is not None else int(group_seeds[group])
             for rollout in range(size):
                 self.group_id[slot], self.rollout_id[slot], self._task_of[slot] = group, rollout, task
@@ -383,9 +386,9 @@ class GroupVectorEnv(VectorEnv):
         return [worker.pid for worker in self._workers]
 
     def worker_actors(self) -> list[Any]:
-        """The Ray actor handles of the workers (``backend="ray"``; for monitoring and tests)."""
-        if self.backend != "ray":
-            raise ValueError("worker_actors() needs backend='ray'; use worker_pids() for processes")
+        """The Ray actor handles of the workers (``worker_backend="ray"``; for monitoring and tests)."""
+        if self.worker_backend != "ray":
+            raise ValueError("worker_actors() needs worker_backend='ray'; use worker_pids() for processes")
         return [worker.actor for worker in self._workers]
 
     def worker_slots(self) -> list[list[int]]:

@@ -37,6 +37,8 @@ _EXPORTS: dict[str, str] = {
     # Rollouts, prompts and the TRL trainer
     "PromptConfig": "trainers.prompting",
     "RolloutCollector": "trainers.rollout",
+    "BranchingCollector": "trainers.branching",
+    "PostStepCollector": "trainers.post_step",
     "StepGRPOConfig": "trainers.config",
     "StepGRPOTrainer": "trainers.trainer",
     # Offline models

@@ -53,6 +53,10 @@ class StepGRPOConfig(GRPOConfig):
         Step limit of an episode (default: the env's, ALFWorld 50, WebShop 15).
     env_workers (`int` or `None`, *optional*):
         Env worker processes (default: the machine's cores).
+    env_backend (`str`, *optional*, defaults to `"process"`):
+        `process` (local worker processes) or `ray` (Ray actors, spread over a cluster).
+    ray_address (`str` or `None`, *optional*):
+        Ray cluster address for `env_backend="ray"`.
 
     > Parameters that control prompts and rewards
 
@@ -79,6 +83,18 @@ class StepGRPOConfig(GRPOConfig):
         Fields of the estimator's config (e.g. `{"omega": 1.0}`).
     gamma (`float`, *optional*, defaults to `0.95`):
         Discount of step returns, passed to the estimator when its config has `gamma`.
+
+    > Parameters that control 3SPO's rollouts (estimator `3spo` only)
+
+    branching (`bool`, *optional*, defaults to `False`):
+        Ranked backtracking DFS rollouts from env snapshots: at a state s, `n(s) = ⌈G_max S(s)⌉`
+        branches (`trainers.branching`); envs need `snapshot()`/`restore()` (ALFWorld).
+    branch_budget (`int` or `None`, *optional*):
+        Env steps per training step in branching mode (default: `num_tasks × group_size ×
+        max_env_steps`, with 50 for an unset limit), shared by tasks in proportion to `n(s_0)`.
+    post_step_updates (`int` or `None`, *optional*):
+        Post-step optimization: episodes stay alive across optimizer steps and one update
+        happens every this many lockstep env steps, on the rows of those steps (`None`: off).
     """
 
     # Parameters that control the environment
@@ -99,6 +115,14 @@ class StepGRPOConfig(GRPOConfig):
         default=None, metadata={"help": "Episode step limit (default: the env's; ALFWorld 50, WebShop 15)."}
     )
     env_workers: int | None = field(default=None, metadata={"help": "Env worker processes (default: cores)."})
+    env_backend: str = field(
+        default="process",
+        metadata={"help": "Where env workers run: 'process' or 'ray' (pip install \"agentgym-rl[ray]\")."},
+    )
+    ray_address: str | None = field(
+        default=None,
+        metadata={"help": "Ray cluster for env_backend='ray': None ($RAY_ADDRESS or a local one), 'auto', 'ray://host:10001'."},
+    )
 
     # Parameters that control prompts and rewards
     history_window: int = field(default=2, metadata={"help": "Past (observation, action) pairs per prompt."})
@@ -128,6 +152,20 @@ class StepGRPOConfig(GRPOConfig):
         default=0.95, metadata={"help": "Discount of step returns (estimators that use it)."}
     )
 
+    # Parameters that control 3SPO's rollouts (estimator 3spo only)
+    branching: bool = field(
+        default=False,
+        metadata={"help": "3SPO: ranked backtracking DFS rollouts from env snapshots (n(s) = ceil(G_max S(s)))."},
+    )
+    branch_budget: int | None = field(
+        default=None,
+        metadata={"help": "Env steps per training step when branching (default: num_tasks * group_size * steps)."},
+    )
+    post_step_updates: int | None = field(
+        default=None,
+        metadata={"help": "3SPO post-step optimization: update every this many env steps, episodes kept alive."},
+    )
+
     def __post_init__(self) -> None:
         import json
 
@@ -148,6 +186,16 @@ class StepGRPOConfig(GRPOConfig):
             raise ValueError(
                 f"action_format must be 'think_action', 'action_tag' or 'plain', got {self.action_format!r}"
             )
+        if (self.branching or self.post_step_updates is not None) and self.estimator != "3spo":
+            raise ValueError(
+                f"branching and post_step_updates are 3SPO's rollouts: set estimator='3spo' (got {self.estimator!r})"
+            )
+        if self.branching and self.post_step_updates is not None:
+            raise ValueError("choose one of branching=True and post_step_updates (their combination is not built)")
+        if self.post_step_updates is not None and self.post_step_updates < 1:
+            raise ValueError(f"post_step_updates must be >= 1 env step, got {self.post_step_updates}")
+        if self.branch_budget is not None and self.branch_budget < 1:
+            raise ValueError(f"branch_budget must be >= 1 env step, got {self.branch_budget}")
         if self.history_window < 0:
             raise ValueError(f"history_window must be >= 0, got {self.history_window}")
         # One rollout feeds one optimizer step; its rows are cut into chunks of

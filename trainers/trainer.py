@@ -124,6 +124,8 @@ class StepGRPOTrainer(GRPOTrainer):
                 num_tasks=args.num_tasks,
                 group_size=args.group_size,
                 workers=args.env_workers,
+                worker_backend=args.env_backend,
+                ray_address=args.ray_address,
                 **env_kwargs,
             )
             self._owns_envs = True
@@ -151,6 +153,17 @@ class StepGRPOTrainer(GRPOTrainer):
         self.estimator_state = make_state(args.estimator, self.estimator_config)
         self._task_rng = np.random.default_rng(args.seed + 7919 * self.accelerator.process_index)
         self._initial_keys: dict[str, int] = {}  # task -> k(o_0), for 3SPO's task-level group sizes
+        # 3SPO's rollout modes: ranked DFS from snapshots, or episodes kept alive across updates.
+        self.branching = None
+        self.post_step = None
+        if args.branching:
+            from trainers.branching import BranchingCollector
+
+            self.branching = BranchingCollector(self.collector, self.estimator_state)
+        elif args.post_step_updates is not None:
+            from trainers.post_step import PostStepCollector
+
+            self.post_step = PostStepCollector(self.collector)
         self.last_rollout: Rollout | None = None
 
     # ------------------------------------------------------------------ rollouts
@@ -188,7 +201,16 @@ class StepGRPOTrainer(GRPOTrainer):
         was_training = self.model.training
         self.model.eval()
         try:
-            rollout = self.collector.collect(self._generate_replies, tasks, sizes, seed=seed)
+            if self.branching is not None:
+                steps = self.args.max_env_steps or 50
+                budget = self.args.branch_budget or self.args.num_tasks * self.args.group_size * steps
+                rollout = self.branching.collect(self._generate_replies, tasks, budget, seed=seed)
+            elif self.post_step is not None:
+                rollout = self.post_step.collect(
+                    self._generate_replies, self._choose_tasks, self.args.post_step_updates, seed=seed
+                )
+            else:
+                rollout = self.collector.collect(self._generate_replies, tasks, sizes, seed=seed)
         finally:
             self.model.train(was_training)
         for episode in rollout.episodes:
@@ -208,7 +230,13 @@ class StepGRPOTrainer(GRPOTrainer):
         if self.args.max_env_steps is not None:
             env_kwargs["max_episode_steps"] = self.args.max_env_steps
         envs = GroupVectorEnv(
-            self.args.env_id, num_tasks=num_tasks, group_size=1, workers=self.args.env_workers, **env_kwargs
+            self.args.env_id,
+            num_tasks=num_tasks,
+            group_size=1,
+            workers=self.args.env_workers,
+            worker_backend=self.args.env_backend,
+            ray_address=self.args.ray_address,
+            **env_kwargs,
         )
         try:
             rng = np.random.default_rng(seed)
@@ -243,7 +271,10 @@ class StepGRPOTrainer(GRPOTrainer):
             self.args.estimator, batch, self.estimator_config, self.estimator_state, return_diagnostics=True
         )
         if self.estimator_state is not None and mode == "train":
-            self.estimator_state.update(batch)
+            if rollout.table_records is None:
+                self.estimator_state.update(batch)
+            elif rollout.table_records:  # post-step mode: whole episodes that ended
+                self.estimator_state.update(StepBatch.from_records(rollout.table_records).to(device))
         advantage_time = time.perf_counter() - start
 
         pad_id = self.processing_class.pad_token_id

@@ -21,10 +21,10 @@ Errors are JSON ``{"error": ...}``: 400 (malformed JSON, bad fields, invalid act
 404 (unknown or expired session), 413 (body over ``max_content_length``).
 
 Serve with ``python -m webshop_server`` (granian when installed, else Werkzeug's
-threaded server), or under gunicorn: ``gunicorn -w 1 --threads 16
-'webshop_server:create_app()'``. Sessions live in the worker's memory: run one
-worker process per server, or route a session's requests to one worker (sticky
-sessions).
+threaded server; sessions in the process's memory), or with several worker processes
+under gunicorn: ``gunicorn -c python:webshop_server.gunicorn_conf -w 4`` (see
+:mod:`webshop_server.gunicorn_conf`): there ``session_db`` names a SQLite file that
+holds every session for all the workers, so any worker serves any session.
 """
 
 from __future__ import annotations
@@ -34,7 +34,6 @@ import json
 import logging
 import os
 import random
-import secrets
 import threading
 from pathlib import Path
 from typing import Any
@@ -48,7 +47,7 @@ from webshop_server.catalog import Catalog
 from webshop_server.engine import DEFAULT_NUM_PRODUCTS, OBSERVATION_MODES, Session, WebShopEngine
 from webshop_server.goals import GoalSet
 from webshop_server.search import SearchIndex
-from webshop_server.sessions import SessionStore
+from webshop_server.sessions import SessionConflict, SessionEntry, SessionStore, SharedSessionStore
 
 __all__ = ["app_from_env", "create_app", "serve"]
 
@@ -85,6 +84,7 @@ def create_app(
     session_ttl: float = 900.0,
     max_content_length: int = 64 * 1024,
     preload_nlp: bool = True,
+    session_db: str | Path | None = None,
 ) -> Flask:
     """Build the WebShop Flask app.
 
@@ -103,6 +103,9 @@ def create_app(
         max_content_length: Largest request body in bytes (larger ones get 413).
         preload_nlp: Load the reward's spaCy pipeline in a background thread now,
             so that the first purchase does not wait ~3 s for it.
+        session_db: A SQLite file that keeps the sessions for every worker process of
+            the server (gunicorn ``-w N``; see :class:`~webshop_server.sessions.SharedSessionStore`).
+            None keeps them in this process's memory (one server process).
 
     Returns:
         The app; ``app.config["WEBSHOP_ENGINE"]`` and ``["WEBSHOP_SESSIONS"]`` hold
@@ -114,13 +117,17 @@ def create_app(
     elif not isinstance(catalog, Catalog):
         options["human_goals"] = human_goals
     shop = _engine_from(catalog, goals, index, engine, options)
-    store = SessionStore(max_sessions=max_sessions, ttl=session_ttl)
+    if session_db is None:
+        store = SessionStore(max_sessions=max_sessions, ttl=session_ttl)
+    else:  # a session is its small state dict; the page is re-rendered from it
+        store = SharedSessionStore(
+            session_db, lambda s: s.state.to_dict(), shop.restore, max_sessions=max_sessions, ttl=session_ttl
+        )
     if preload_nlp:
         threading.Thread(target=_preload_nlp, name="webshop-nlp-preload", daemon=True).start()
     app = Flask("webshop_server")
     app.config.update(MAX_CONTENT_LENGTH=max_content_length, WEBSHOP_ENGINE=shop, WEBSHOP_SESSIONS=store)
     app.json.sort_keys = False  # type: ignore[attr-defined]
-    rng = random.Random(secrets.randbits(64))
 
     def error(status: int, message: str, **extra: Any) -> tuple[Response, int]:
         return jsonify(error=message, **extra), status
@@ -136,6 +143,16 @@ def create_app(
         if entry is None:
             raise _NotFound(f"unknown or expired session {session_id!r}; create one with POST /api/sessions")
         return entry
+
+    def update(session_id: str, change: Any) -> Any:
+        try:
+            return store.update(session_id, change)
+        except KeyError:
+            raise _NotFound(
+                f"unknown or expired session {session_id!r}; create one with POST /api/sessions"
+            ) from None
+        except SessionConflict as exc:
+            raise _Conflict(str(exc)) from None
 
     def view(session: Session) -> dict[str, Any]:
         return {"observation": session.observation, "available_actions": session.page.available_actions()}
@@ -179,7 +196,8 @@ def create_app(
             if not isinstance(split, str) or (seed is not None and not isinstance(seed, int)):
                 raise _BadRequest("'split' must be a string and 'seed' an integer")
             try:
-                goal = shop.random_goal(split, random.Random(seed) if seed is not None else rng)
+                # a fresh OS-seeded generator per request: forked server workers must not share one
+                goal = shop.random_goal(split, random.Random(seed))
             except ValueError as exc:
                 raise _BadRequest(str(exc)) from None
         if not isinstance(goal, int) or isinstance(goal, bool) or not 0 <= goal < len(shop.goals):
@@ -203,10 +221,7 @@ def create_app(
         action = data.get("action")
         if not isinstance(action, str):
             raise _BadRequest('the body must be {"action": "search[...]" or "click[...]"}')
-        entry = lookup(session_id)
-        with entry.lock:
-            result = shop.step(entry.value, action)
-            goal = entry.value.state.goal_index
+        result, goal = update(session_id, lambda e: (shop.step(e.value, action), e.value.state.goal_index))
         payload = {
             "observation": result.observation,
             "reward": result.reward,
@@ -227,12 +242,15 @@ def create_app(
     @app.put("/api/sessions/<session_id>")
     def put_session(session_id: str):
         data = body()
-        entry = lookup(session_id)
         if "state" not in data:
             raise _BadRequest('the body must be {"state": {...}}')
-        with entry.lock:
-            entry.value = new_session(data)
-            return jsonify(id=session_id, state=entry.value.state.to_dict(), **view(entry.value))
+        restored = new_session(data)
+
+        def put(entry: SessionEntry) -> dict[str, Any]:
+            entry.value = restored
+            return {"id": session_id, "state": restored.state.to_dict(), **view(restored)}
+
+        return jsonify(update(session_id, put))
 
     @app.delete("/api/sessions/<session_id>")
     def delete_session(session_id: str):
@@ -256,12 +274,10 @@ def create_app(
 
     @app.route("/s/<session_id>/act", methods=["GET", "POST"])
     def html_act(session_id: str):
-        entry = lookup(session_id)
         query = request.values.get("q")
         label = request.values.get("click")
         action = f"search[{query}]" if query else f"click[{label}]" if label else ""
-        with entry.lock:
-            shop.step(entry.value, action)
+        update(session_id, lambda e: shop.step(e.value, action))
         return redirect(f"/s/{session_id}")
 
     return app
@@ -281,6 +297,10 @@ class _BadRequest(_ApiError):
 
 class _NotFound(_ApiError):
     status = 404
+
+
+class _Conflict(_ApiError):
+    status = 409
 
 
 def _preload_nlp() -> None:

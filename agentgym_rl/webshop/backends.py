@@ -82,15 +82,39 @@ class LocalBackend:
         self.session = None
 
 
-class HttpBackend:
-    """A running server, through ``requests`` with a keep-alive connection."""
+#: HTTP methods that are retried on a read error or a 502/503/504 (repeating them is harmless).
+#: POSTs (new session, step) are retried only when the connection was never made.
+IDEMPOTENT_METHODS = frozenset({"GET", "PUT", "DELETE"})
 
-    def __init__(self, url: str, timeout: float = 30.0) -> None:
+
+class HttpBackend:
+    """A running server, through ``requests`` with a keep-alive connection.
+
+    Args:
+        url: The server's base URL.
+        timeout: Seconds to wait for each answer.
+        retries: Retries of a call that failed to connect (any method) or, for the
+            idempotent ``GET``/``PUT``/``DELETE``, that lost its answer or met a 502/503/504
+            (a server restarting behind gunicorn or a proxy), with exponential back-off.
+    """
+
+    def __init__(self, url: str, timeout: float = 30.0, retries: int = 3) -> None:
         import requests
+        from requests.adapters import HTTPAdapter
+        from urllib3.util.retry import Retry
 
         self.url = url.rstrip("/")
         self.timeout = timeout
-        self._http = requests.Session()
+        self._http = requests.Session()  # one pooled keep-alive connection per env
+        retry = Retry(
+            total=retries,
+            backoff_factor=0.1,
+            status_forcelist=(502, 503, 504),
+            allowed_methods=IDEMPOTENT_METHODS,
+            raise_on_status=False,
+        )
+        self._http.mount("http://", HTTPAdapter(max_retries=retry, pool_connections=1, pool_maxsize=1))
+        self._http.mount("https://", HTTPAdapter(max_retries=retry, pool_connections=1, pool_maxsize=1))
         self.session_id: str | None = None
         info = self._call("GET", "/api/splits")
         self.num_goals = int(info["num_goals"])
