@@ -35,7 +35,13 @@ from gymnasium.vector.utils import batch_space
 
 from agentgym_rl.workers import WorkerDied, WorkerEnvError, WorkerHandle, WorkerHung
 
-__all__ = ["GroupVectorEnv", "WorkerFailure", "alfworld_vector_env", "bandit_vector_env", "webshop_vector_env"]
+__all__ = [
+    "GroupVectorEnv",
+    "WorkerFailure",
+    "alfworld_vector_env",
+    "bandit_vector_env",
+    "webshop_vector_env",
+]
 
 # Per-env info keys with fixed dtypes; any other key is batched as an object array.
 _INFO_DTYPES: dict[str, Any] = {
@@ -311,7 +317,9 @@ class GroupVectorEnv(VectorEnv):
             for rollout in range(size):
                 self.group_id[slot], self.rollout_id[slot], self._task_of[slot] = group, rollout, task
                 worker = self._worker_of[slot]
-                per_worker.setdefault(worker.index, []).append((worker.local(slot), group_seed, {"task": task}))
+                per_worker.setdefault(worker.index, []).append(
+                    (worker.local(slot), group_seed, {"task": task})
+                )
                 slot += 1
         self._failed_envs = set()
         answers = self._gather({w: ("reset", jobs) for w, jobs in per_worker.items()})
@@ -328,7 +336,9 @@ class GroupVectorEnv(VectorEnv):
     ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, dict[str, Any]]:
         """Step every active env with its action (entries of inactive envs are ignored)."""
         if len(actions) != self.num_envs:
-            raise ValueError(f"expected {self.num_envs} actions (one per env, None for idle ones), got {len(actions)}")
+            raise ValueError(
+                f"expected {self.num_envs} actions (one per env, None for idle ones), got {len(actions)}"
+            )
         per_worker: dict[int, list[tuple[int, str]]] = {}
         for i in np.flatnonzero(self.active):
             if not isinstance(actions[i], str):
@@ -409,16 +419,22 @@ def _vector_entry(env_id: str, num_envs: int, max_episode_steps: int | None, **k
     return GroupVectorEnv(env_id, num_tasks=num_envs // group_size, group_size=group_size, **kwargs)
 
 
-def alfworld_vector_env(num_envs: int = 1, max_episode_steps: int | None = None, **kwargs: Any) -> GroupVectorEnv:
+def alfworld_vector_env(
+    num_envs: int = 1, max_episode_steps: int | None = None, **kwargs: Any
+) -> GroupVectorEnv:
     """``gym.make_vec("AgentGymRL/ALFWorld-v0", num_envs=...)``: a :class:`GroupVectorEnv`."""
     return _vector_entry("AgentGymRL/ALFWorld-v0", num_envs, max_episode_steps, **kwargs)
 
 
-def bandit_vector_env(num_envs: int = 1, max_episode_steps: int | None = None, **kwargs: Any) -> GroupVectorEnv:
+def bandit_vector_env(
+    num_envs: int = 1, max_episode_steps: int | None = None, **kwargs: Any
+) -> GroupVectorEnv:
     """``gym.make_vec("AgentGymRL/TextBandit-v0", num_envs=...)``: a :class:`GroupVectorEnv`."""
     return _vector_entry("AgentGymRL/TextBandit-v0", num_envs, max_episode_steps, **kwargs)
 
 
-def webshop_vector_env(num_envs: int = 1, max_episode_steps: int | None = None, **kwargs: Any) -> GroupVectorEnv:
+def webshop_vector_env(
+    num_envs: int = 1, max_episode_steps: int | None = None, **kwargs: Any
+) -> GroupVectorEnv:
     """``gym.make_vec("AgentGymRL/WebShop-v0", num_envs=...)``: a :class:`GroupVectorEnv`."""
     return _vector_entry("AgentGymRL/WebShop-v0", num_envs, max_episode_steps, **kwargs)

@@ -45,7 +45,9 @@ def _sync_time_limit(env: Any) -> None:
         wrapper = wrapper.env
 
 
-def make_envs(env_id: str, env_kwargs: dict[str, Any], count: int, want_task_ids: bool) -> tuple[list[Any], dict]:
+def make_envs(
+    env_id: str, env_kwargs: dict[str, Any], count: int, want_task_ids: bool
+) -> tuple[list[Any], dict]:
     """Make a worker's envs; returns them and its ready message (pid, the split's task ids)."""
     import gymnasium as gym
 
@@ -104,7 +106,9 @@ def unpack(message: tuple, env_indices: list[int]) -> Any:
     return message[1]
 
 
-def _serve(conn: Connection, env_id: str, env_kwargs: dict[str, Any], count: int, want_task_ids: bool) -> None:
+def _serve(
+    conn: Connection, env_id: str, env_kwargs: dict[str, Any], count: int, want_task_ids: bool
+) -> None:
     """The worker's main loop (runs in the child process)."""
     envs: list[Any] = []
     try:
@@ -178,11 +182,15 @@ class WorkerHandle:
         try:
             if not self.conn.poll(timeout):
                 self.kill()
-                raise WorkerHung(f"worker {self.index} (pid {self.process.pid}) gave no answer in {timeout} s")
+                raise WorkerHung(
+                    f"worker {self.index} (pid {self.process.pid}) gave no answer in {timeout} s"
+                )
             message = self.conn.recv()
         except (EOFError, ConnectionResetError, OSError) as error:
             code = self.process.exitcode
-            raise WorkerDied(f"worker {self.index} (pid {self.process.pid}) died (exit code {code})") from error
+            raise WorkerDied(
+                f"worker {self.index} (pid {self.process.pid}) died (exit code {code})"
+            ) from error
         return unpack(message, self.env_indices)
 
     def kill(self) -> None:

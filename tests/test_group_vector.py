@@ -183,9 +183,7 @@ def test_killed_worker_is_restarted_and_its_envs_truncated():
 
 def test_hung_worker_raises_naming_env_and_task_within_the_timeout():
     before = _children()
-    vector = GroupVectorEnv(
-        ENV_ID, num_tasks=2, group_size=1, workers=2, on_worker_failure="raise", **KW
-    )
+    vector = GroupVectorEnv(ENV_ID, num_tasks=2, group_size=1, workers=2, on_worker_failure="raise", **KW)
     try:
         vector.reset(seed=0)
         vector.timeout = 3  # after start-up and the first reset, which may be slow on a busy machine

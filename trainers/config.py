@@ -121,7 +121,9 @@ class StepGRPOConfig(GRPOConfig):
     )
     ray_address: str | None = field(
         default=None,
-        metadata={"help": "Ray cluster for env_backend='ray': None ($RAY_ADDRESS or a local one), 'auto', 'ray://host:10001'."},
+        metadata={
+            "help": "Ray cluster for env_backend='ray': None ($RAY_ADDRESS or a local one), 'auto', 'ray://host:10001'."
+        },
     )
 
     # Parameters that control prompts and rewards
@@ -155,15 +157,21 @@ class StepGRPOConfig(GRPOConfig):
     # Parameters that control 3SPO's rollouts (estimator 3spo only)
     branching: bool = field(
         default=False,
-        metadata={"help": "3SPO: ranked backtracking DFS rollouts from env snapshots (n(s) = ceil(G_max S(s)))."},
+        metadata={
+            "help": "3SPO: ranked backtracking DFS rollouts from env snapshots (n(s) = ceil(G_max S(s)))."
+        },
     )
     branch_budget: int | None = field(
         default=None,
-        metadata={"help": "Env steps per training step when branching (default: num_tasks * group_size * steps)."},
+        metadata={
+            "help": "Env steps per training step when branching (default: num_tasks * group_size * steps)."
+        },
     )
     post_step_updates: int | None = field(
         default=None,
-        metadata={"help": "3SPO post-step optimization: update every this many env steps, episodes kept alive."},
+        metadata={
+            "help": "3SPO post-step optimization: update every this many env steps, episodes kept alive."
+        },
     )
 
     def __post_init__(self) -> None:
@@ -191,7 +199,9 @@ class StepGRPOConfig(GRPOConfig):
                 f"branching and post_step_updates are 3SPO's rollouts: set estimator='3spo' (got {self.estimator!r})"
             )
         if self.branching and self.post_step_updates is not None:
-            raise ValueError("choose one of branching=True and post_step_updates (their combination is not built)")
+            raise ValueError(
+                "choose one of branching=True and post_step_updates (their combination is not built)"
+            )
         if self.post_step_updates is not None and self.post_step_updates < 1:
             raise ValueError(f"post_step_updates must be >= 1 env step, got {self.post_step_updates}")
         if self.branch_budget is not None and self.branch_budget < 1:

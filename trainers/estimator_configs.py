@@ -331,7 +331,9 @@ class SPO3EstimatorConfig(_DiscountedConfig):
     g_max: int = field(default=8, metadata={"help": "G_max of the adaptive group size n = ceil(G_max S(s))."})
     max_states: int | None = field(
         default=None,
-        metadata={"help": "Bound of the state table: evict least-recently-seen keys beyond it (None: unbounded)."},
+        metadata={
+            "help": "Bound of the state table: evict least-recently-seen keys beyond it (None: unbounded)."
+        },
     )
     # Parameters that control the advantage
     use_returns: bool = field(

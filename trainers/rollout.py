@@ -196,8 +196,16 @@ class RolloutCollector:
                 now, nxt = slot_info(info, i), slot_info(next_info, i)
                 rows_of[i].append(
                     self.make_row(
-                        episodes[i].group_id, i, len(history[i]), conversations[k], replies[k],
-                        parsed[i], now, nxt, float(rewards[i]), bool(terminated[i] or truncated[i]),
+                        episodes[i].group_id,
+                        i,
+                        len(history[i]),
+                        conversations[k],
+                        replies[k],
+                        parsed[i],
+                        now,
+                        nxt,
+                        float(rewards[i]),
+                        bool(terminated[i] or truncated[i]),
                     )  # fmt: skip
                 )
                 admissible = action in now.get("admissible_actions", ())

@@ -202,7 +202,9 @@ class SPO3State:
         self.num_rollouts = int(state["num_rollouts"])
         self.explored = {int(k): {int(a) for a in v} for k, v in state.get("explored", {}).items()}
         # Checkpoints from before the bound have no ticks: every key counts as seen at tick 0.
-        self.last_seen = torch.as_tensor(state.get("last_seen", torch.zeros(len(self.table))), dtype=torch.long)
+        self.last_seen = torch.as_tensor(
+            state.get("last_seen", torch.zeros(len(self.table))), dtype=torch.long
+        )
         self.ticks = int(state.get("ticks", 0))
 
 
