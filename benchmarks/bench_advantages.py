@@ -13,17 +13,14 @@ timer) up to ``--reference-max-rows``; its output is checked against the vectori
 
 from __future__ import annotations
 
-import json
-import multiprocessing
-import platform
 import statistics
 import subprocess
 import time
 from dataclasses import asdict, dataclass, field
-from pathlib import Path
 
 import torch
 
+from benchmarks.report import machine, run_cli, write_result
 from trainers.advantages import compute_advantages, list_estimators, make_config
 from trainers.segment_ops import dense_ids, segment_sum
 from trainers.step_batch import StepBatch
@@ -155,17 +152,6 @@ def time_vectorized(name: str, batch: StepBatch, repeats: int) -> list[float]:
     return times
 
 
-def machine() -> str:
-    try:
-        cpu = next(line.split(":", 1)[1].strip() for line in open("/proc/cpuinfo") if "model name" in line)
-    except (OSError, StopIteration):
-        cpu = platform.processor()
-    gpu = f", GPU {torch.cuda.get_device_name(0)}" if torch.cuda.is_available() else ""
-    return (
-        f"{platform.platform()}, {multiprocessing.cpu_count()} cores, {cpu}{gpu}, torch {torch.__version__}"
-    )
-
-
 def main(args: Args) -> dict:
     try:
         from tests.reference_advantages import REFERENCES, rows_of
@@ -242,8 +228,6 @@ def main(args: Args) -> dict:
     ]
     report = "\n".join(lines)
     print(report)
-    out = Path(args.output)
-    out.mkdir(parents=True, exist_ok=True)
     result = {
         "args": asdict(args),
         "results": results,
@@ -251,13 +235,9 @@ def main(args: Args) -> dict:
         "commit": commit,
         "command": command,
     }
-    (out / "result.json").write_text(json.dumps(result, indent=1))
-    (out / "result.md").write_text(report + "\n")
+    write_result(args.output, result, report)
     return result
 
 
 if __name__ == "__main__":
-    from agentgym_rl.cli_args import make_command_parser, parse_command_args
-
-    parser = make_command_parser(Args, name="bench_advantages", description=__doc__.splitlines()[0])
-    main(parse_command_args(parser, Args, None))
+    run_cli(Args, main, "bench_advantages", __doc__)

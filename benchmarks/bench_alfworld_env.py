@@ -16,13 +16,14 @@ from __future__ import annotations
 
 import json
 import multiprocessing
-import platform
 import statistics
 import subprocess
 import tempfile
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+
+from benchmarks.report import machine, run_cli, write_result
 
 
 @dataclass
@@ -113,14 +114,6 @@ def time_ours(
     return times
 
 
-def machine() -> str:
-    try:
-        cpu = next(line.split(":", 1)[1].strip() for line in open("/proc/cpuinfo") if "model name" in line)
-    except (OSError, StopIteration):
-        cpu = platform.processor()
-    return f"{platform.platform()}, {multiprocessing.cpu_count()} cores, {cpu}"
-
-
 def main(args: Args) -> dict:
     from agentgym_rl.alfworld.tasks import game_path
     from agentgym_rl.data import find_alfworld_root
@@ -177,8 +170,6 @@ def main(args: Args) -> dict:
     ]
     report = "\n".join(lines)
     print(report)
-    out = Path(args.output)
-    out.mkdir(parents=True, exist_ok=True)
     result = {
         "args": asdict(args),
         "tasks": tasks,
@@ -187,13 +178,9 @@ def main(args: Args) -> dict:
         "ours": ours,
         "machine": machine(),
     }
-    (out / "result.json").write_text(json.dumps(result, indent=1))
-    (out / "result.md").write_text(report + "\n")
+    write_result(args.output, result, report)
     return result
 
 
 if __name__ == "__main__":
-    from agentgym_rl.cli_args import make_command_parser, parse_command_args
-
-    parser = make_command_parser(Args, name="bench_alfworld_env", description=__doc__.splitlines()[0])
-    main(parse_command_args(parser, Args, None))
+    run_cli(Args, main, "bench_alfworld_env", __doc__)

@@ -8,17 +8,16 @@ tasks with the same seeded random admissible actions; resets are not timed. Goal
 
 from __future__ import annotations
 
-import json
 import os
 import time
 from dataclasses import asdict, dataclass, field
-from pathlib import Path
 
 import gymnasium as gym
 import numpy as np
 
 import agentgym_rl
 from agentgym_rl import GroupVectorEnv
+from benchmarks.report import run_cli, write_result
 
 ENV_ID = "AgentGymRL/ALFWorld-v0"
 
@@ -158,16 +157,10 @@ def main(args: Args) -> dict:
     ]
     report = "\n".join(lines)
     print(report)
-    out = Path(args.output)
-    out.mkdir(parents=True, exist_ok=True)
     result = {"args": asdict(args), "steps_per_second": rates, "samples": samples}
-    (out / "result.json").write_text(json.dumps(result, indent=1))
-    (out / "result.md").write_text(report + "\n")
+    write_result(args.output, result, report)
     return rates
 
 
 if __name__ == "__main__":
-    from agentgym_rl.cli_args import make_command_parser, parse_command_args
-
-    parser = make_command_parser(Args, name="bench_group_vector", description=__doc__.splitlines()[0])
-    main(parse_command_args(parser, Args, None))
+    run_cli(Args, main, "bench_group_vector", __doc__)

@@ -19,13 +19,13 @@ import subprocess
 import sys
 import time
 from dataclasses import asdict, dataclass, field
-from pathlib import Path
 
 import numpy as np
 
 import agentgym_rl
 from benchmarks.bench_group_vector import policy
 from benchmarks.bench_webshop import cpu_seconds, free_port, goal_list, run_clients
+from benchmarks.report import run_cli, write_result
 
 ENV_ID = "AgentGymRL/ALFWorld-v0"
 PARTS = ("envs", "webshop")
@@ -204,15 +204,9 @@ def main(args: Args) -> dict:
     lines.append(f"agentgym-rl {agentgym_rl.__version__}; command: python -m benchmarks.bench_scaling")
     report = "\n".join(lines)
     print(report)
-    out = Path(args.output)
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "result.json").write_text(json.dumps(result, indent=1))
-    (out / "result.md").write_text(report + "\n")
+    write_result(args.output, result, report)
     return result
 
 
 if __name__ == "__main__":
-    from agentgym_rl.cli_args import make_command_parser, parse_command_args
-
-    parser = make_command_parser(Args, name="bench_scaling", description=__doc__.splitlines()[0])
-    main(parse_command_args(parser, Args, None))
+    run_cli(Args, main, "bench_scaling", __doc__)

@@ -19,7 +19,6 @@ The 3SPO paper reports 2.4x more distinct states than GRPO; the ratio printed is
 
 from __future__ import annotations
 
-import json
 import statistics
 import subprocess
 import tempfile
@@ -29,6 +28,8 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+
+from benchmarks.report import run_cli, write_result
 
 
 @dataclass
@@ -250,8 +251,6 @@ def main(args: Args) -> dict:
     ]
     report = "\n".join(lines)
     print(report)
-    out = Path(args.output)
-    out.mkdir(parents=True, exist_ok=True)
     result = {
         "args": asdict(args),
         "commit": commit,
@@ -260,13 +259,9 @@ def main(args: Args) -> dict:
         "ratio_train_3spo_over_grpo": train_ratio,
         "ratio_scripted_branching_over_episodes": scripted_ratio,
     }
-    (out / "result.json").write_text(json.dumps(result, indent=1))
-    (out / "result.md").write_text(report + "\n")
+    write_result(args.output, result, report)
     return result
 
 
 if __name__ == "__main__":
-    from agentgym_rl.cli_args import make_command_parser, parse_command_args
-
-    parser = make_command_parser(Args, name="bench_spo3", description=__doc__.splitlines()[0])
-    main(parse_command_args(parser, Args, None))
+    run_cli(Args, main, "bench_spo3", __doc__)

@@ -13,12 +13,13 @@ for a real one). Two parts, in one run:
 
 from __future__ import annotations
 
-import json
 import statistics
 import tempfile
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+
+from benchmarks.report import run_cli, write_result
 
 
 @dataclass
@@ -180,16 +181,10 @@ def main(args: Args) -> dict:
     ]
     report = "\n".join(lines)
     print(report)
-    out = Path(args.output)
-    out.mkdir(parents=True, exist_ok=True)
     result = {"args": asdict(args), "time_split": split, "curves": curve}
-    (out / "result.json").write_text(json.dumps(result, indent=1))
-    (out / "result.md").write_text(report + "\n")
+    write_result(args.output, result, report)
     return result
 
 
 if __name__ == "__main__":
-    from agentgym_rl.cli_args import make_command_parser, parse_command_args
-
-    parser = make_command_parser(Args, name="bench_trainer", description=__doc__.splitlines()[0])
-    main(parse_command_args(parser, Args, None))
+    run_cli(Args, main, "bench_trainer", __doc__)

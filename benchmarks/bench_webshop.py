@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import http.client
 import json
-import platform
 import socket
 import statistics
 import subprocess
@@ -30,7 +29,8 @@ import sys
 import threading
 import time
 from dataclasses import asdict, dataclass, field
-from pathlib import Path
+
+from benchmarks.report import machine, run_cli, write_result
 
 PARTS = ("steps", "http", "startup", "soak")
 
@@ -68,12 +68,6 @@ class Args:
     """Seed of the generated shop."""
     output: str = field(default="results/bench_webshop", metadata={"help": "Folder for JSON + Markdown."})
     """Folder for the JSON and Markdown results."""
-
-
-def machine() -> str:
-    import os
-
-    return f"{platform.processor() or platform.machine()}, {os.cpu_count()} CPUs, Python {platform.python_version()}"
 
 
 def load_average() -> str:
@@ -356,15 +350,9 @@ def main(args: Args) -> dict:
     ]
     report = "\n".join(lines)
     print(report)
-    out = Path(args.output)
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "result.json").write_text(json.dumps(result, indent=1))
-    (out / "result.md").write_text(report + "\n")
+    write_result(args.output, result, report)
     return result
 
 
 if __name__ == "__main__":
-    from agentgym_rl.cli_args import make_command_parser, parse_command_args
-
-    parser = make_command_parser(Args, name="bench_webshop", description=__doc__.splitlines()[0])
-    main(parse_command_args(parser, Args, None))
+    run_cli(Args, main, "bench_webshop", __doc__)
