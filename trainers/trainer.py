@@ -370,7 +370,7 @@ class StepGRPOTrainer(GRPOTrainer):
         total_tokens = batch["completion_mask"].sum()
         total = torch.zeros((), device=self.accelerator.device)
         for c in range(num_chunks):
-            chunk, _ = self._chunk(batch, c * chunk_size, chunk_size)
+            chunk = self._chunk(batch, c * chunk_size, chunk_size)
             weight = self._chunk_weight(chunk_size, chunk["completion_mask"].sum(), rows, total_tokens)
             sync = c == num_chunks - 1
             context = contextlib.nullcontext() if sync else self.accelerator.no_sync(model)
@@ -381,7 +381,7 @@ class StepGRPOTrainer(GRPOTrainer):
         return total
 
     @staticmethod
-    def _chunk(batch: dict[str, Any], begin: int, size: int) -> tuple[dict[str, Any], int]:
+    def _chunk(batch: dict[str, Any], begin: int, size: int) -> dict[str, Any]:
         """Rows [begin, begin + size) of the batch, padded to ``size`` with zero-weight rows."""
         rows = batch["prompt_ids"].size(0)
         index = torch.arange(begin, begin + size, device=batch["prompt_ids"].device)
@@ -390,14 +390,14 @@ class StepGRPOTrainer(GRPOTrainer):
         chunk: dict[str, Any] = {}
         for key, value in batch.items():
             if isinstance(value, torch.Tensor) and value.dim() >= 1 and value.size(0) == rows:
-                chunk[key] = value.index_select(0, index.clamp(max=max(rows - 1, 0)))
+                chunk[key] = value.index_select(0, index)
             else:
                 chunk[key] = value
         # ... with its completion masked out and a zero advantage (not NaN: prompt_mask stays valid).
         keep = real.to(chunk["completion_mask"].dtype).unsqueeze(1)
         chunk["completion_mask"] = chunk["completion_mask"] * keep
         chunk["advantages"] = chunk["advantages"] * real.to(chunk["advantages"].dtype)
-        return chunk, int(real.sum())
+        return chunk
 
     # ------------------------------------------------------------------ checkpoints
     def _save_checkpoint(self, model: Any, trial: Any) -> None:
