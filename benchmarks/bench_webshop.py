@@ -1,10 +1,12 @@
-"""WebShop performance: in-process env steps/s, HTTP latency under 16 clients, start-up, soak.
+"""WebShop performance: in-process env steps/s, HTTP latency under 16 clients, start-up, soak, long actions.
 
 Run: ``python -m benchmarks.bench_webshop`` (all parts) or ``--parts soak
 --soak-requests 100000``. Goals (issue 5): >= 1,000 env steps/s in-process, HTTP
 p99 < 20 ms with 16 concurrent clients, start-up <= 2 s for 1,000 generated
 products, and a soak of 100k requests from 16 clients with 0 errors and server
-resident memory growing < 10%.
+resident memory growing < 10%. Long actions: the step time grows at most linearly
+in the action's length n = 10^3 ... 10^6 (the original's regex split is quadratic:
+30 s at 64 kB).
 
 - steps/s: ``AgentGymRL/WebShop-v0`` (local backend) playing scripted episodes
   (search, paging, a wrong product, sub-pages, the goal product, options, buy),
@@ -16,6 +18,11 @@ resident memory growing < 10%.
 - start-up: wall time from launching ``python -m webshop_server`` to the first
   ``/health`` answer (interpreter, imports, catalogue generation, index, goals).
 - soak: the HTTP loop for N requests; server RSS after warm-up vs at the end.
+- long actions: ``env.step`` on ``"search" + "[" * n``, ``"[" * n`` and
+  ``"click[" + "[" * n + "\\n]"`` (the regex's worst cases), and the action split
+  (:func:`webshop_server.actions.parse_action`, which the length cap skips past 4,096
+  characters) on the same strings; best of ``long_action_repeats`` each. Growth =
+  time at the largest n / time at the smallest; linear is at most the ratio of the n.
 """
 
 from __future__ import annotations
@@ -28,11 +35,19 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
+from typing import Any
 
 from benchmarks.report import machine, run_cli, write_result
 
-PARTS = ("steps", "http", "startup", "soak")
+PARTS = ("steps", "http", "startup", "soak", "long_actions")
+#: The pathological actions of the long-actions part, by label.
+LONG_ACTIONS = {
+    '"search" + "[" * n': lambda n: "search" + "[" * n,
+    '"[" * n': lambda n: "[" * n,
+    '"click[" + "[" * n + "\\n]"': lambda n: "click[" + "[" * n + "\n]",
+}
 
 
 @dataclass
@@ -64,6 +79,12 @@ class Args:
         default_factory=lambda: [1000, 100_000], metadata={"help": "Shop sizes."}
     )
     """Generated shop sizes whose start-up is timed."""
+    long_action_sizes: list[int] = field(
+        default_factory=lambda: [10**3, 10**4, 10**5, 10**6], metadata={"help": "Action lengths n."}
+    )
+    """Lengths n of the long actions whose step time is measured."""
+    long_action_repeats: int = field(default=5, metadata={"help": "Timings per action (best kept)."})
+    """Timings of each long action; the best is kept (the others include scheduling noise)."""
     seed: int = field(default=0, metadata={"help": "Seed of the generated shop."})
     """Seed of the generated shop."""
     output: str = field(default="results/bench_webshop", metadata={"help": "Folder for JSON + Markdown."})
@@ -125,6 +146,42 @@ def bench_steps(args: Args) -> dict:
     elapsed = time.perf_counter() - start
     return {"steps": steps, "episodes": len(tasks), "seconds": elapsed, "steps_per_s": steps / elapsed,
             "invalid": invalid, "wins": wins}  # fmt: skip
+
+
+# ---------------------------------------------------------------------------- long actions
+def best_time(repeats: int, call: Callable[..., Any], *args: Any) -> tuple[float, Any]:
+    """The fastest of ``repeats`` timings of ``call(*args)`` in seconds, and its last result."""
+    best, result = float("inf"), None
+    for _ in range(repeats):
+        start = time.perf_counter()
+        result = call(*args)
+        best = min(best, time.perf_counter() - start)
+    return best, result
+
+
+def bench_long_actions(args: Args) -> dict:
+    import gymnasium as gym
+
+    import agentgym_rl  # noqa: F401 - registers the env
+    from webshop_server.actions import parse_action
+
+    env = gym.make("AgentGymRL/WebShop-v0", split="all", num_products=args.num_products, seed=args.seed)
+    env.reset(seed=args.seed)  # the search page; every action below is invalid and leaves it
+    sizes = sorted(args.long_action_sizes)
+    result: dict = {}
+    for label, make in LONG_ACTIONS.items():
+        step_s, split_s, valid = [], [], False
+        for n in sizes:
+            action = make(n)
+            seconds, step = best_time(args.long_action_repeats, env.step, action)
+            step_s.append(seconds)
+            valid |= step[4]["action_valid"]
+            split_s.append(best_time(args.long_action_repeats, parse_action, action)[0])
+        result[label] = {"n": sizes, "step_s": step_s, "split_s": split_s, "any_valid": valid,
+                         "step_growth": step_s[-1] / step_s[0], "split_growth": split_s[-1] / split_s[0],
+                         "n_growth": sizes[-1] / sizes[0]}  # fmt: skip
+    env.close()
+    return result
 
 
 # ---------------------------------------------------------------------------- HTTP
@@ -313,6 +370,8 @@ def main(args: Args) -> dict:
         result["startup_s"] = bench_startup(args)
     if "soak" in args.parts:
         result["soak"] = bench_soak(args, goals)
+    if "long_actions" in args.parts:
+        result["long_actions"] = bench_long_actions(args)
 
     commit = subprocess.run(
         ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True
@@ -342,6 +401,14 @@ def main(args: Args) -> dict:
             f"| {args.servers[0]} soak: requests / errors | {k['requests']:,} / {k['errors']} | 0 errors |",
             f"| soak: p50 / p99 latency, ms | {k['p50_ms']:.2f} / {k['p99_ms']:.2f} | |",
             f"| soak: server RSS start -> end, MB (growth) | {k['rss_start_mb']:.0f} -> {k['rss_end_mb']:.0f} ({100 * k['rss_growth']:+.1f}%) | < 10% |",
+        ]  # fmt: skip
+    for label, g in result.get("long_actions", {}).items():
+        sizes = " / ".join(f"{n:,}" for n in g["n"])
+        steps = " / ".join(f"{1000 * t:.3f}" for t in g["step_s"])
+        invalid = "all invalid" if not g["any_valid"] else "SOME VALID"
+        lines += [
+            f"| env step on `{label}` ({invalid}), n = {sizes}, ms | {steps} | |",
+            f"| `{label}`: env step / action split time growth for n × {g['n_growth']:,.0f} | {g['step_growth']:,.1f}× / {g['split_growth']:,.1f}× | <= {g['n_growth']:,.0f}× (linear) |",
         ]  # fmt: skip
     command = "python -m benchmarks.bench_webshop " + " ".join(sys.argv[1:])
     lines += [

@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import itertools
 import math
+import re
+import time
 from pathlib import Path
 
 import pytest
 
+from webshop_server.actions import MAX_ACTION_CHARS, parse_action
 from webshop_server.catalog import Catalog, load_catalog_files
 from webshop_server.engine import SessionState, WebShopEngine
 from webshop_server.goals import GoalSet
@@ -155,6 +159,43 @@ def test_action_parsing_quirks(fixture_engine):
     # Back to search clears everything.
     fixture_engine.step(session, "click[back to search]")
     assert session.state == SessionState(goal_index=0)
+
+
+def test_action_split_equals_the_original_regex():
+    # Every string up to 8 characters over the characters the regex cares about, plus
+    # a letter: the linear split must give the regex's groups, or no match where it has none.
+    original = re.compile(r"(.+)\[(.+)\]")
+    for length in range(9):
+        for chars in itertools.product("a[]\n", repeat=length):
+            action = "".join(chars)
+            match = original.match(action)
+            assert parse_action(action) == (match.groups() if match else None), repr(action)
+    for action in ("search[TRAIL shoe] please", "a[b] [c]", "click[x]]", "ünï[✓]\r", "x[y\n]z[w]"):
+        match = original.match(action)
+        assert parse_action(action) == (match.groups() if match else None), action
+
+
+@pytest.mark.parametrize(
+    "shape", ["search" + "[" * 2**20, "[" * 2**20, "click[" + "[" * 2**20 + "\n]", "x[" * 2**19]
+)
+def test_action_split_is_linear(shape):
+    # The regex needs minutes on these (30 s at 64 kB); a linear scan of 1 MB, milliseconds.
+    start = time.perf_counter()
+    parse_action(shape)
+    assert time.perf_counter() - start < 0.5
+
+
+def test_actions_over_the_cap_are_invalid(fixture_engine):
+    session = fixture_engine.new_session(0)
+    before = session.observation
+    query = "x" * (MAX_ACTION_CHARS - len("search[]"))
+    longest = f"search[{query}]"
+    assert len(longest) == MAX_ACTION_CHARS
+    for action in (longest + " ", "search[shoe]" + " " * MAX_ACTION_CHARS, "[" * 2**20):
+        result = fixture_engine.step(session, action)
+        assert not result.valid and result.observation == before and session.state.page == "search"
+    assert fixture_engine.step(session, longest).valid  # at the cap it is still read
+    assert session.state.keywords == query
 
 
 def test_special_searches(fixture_engine):

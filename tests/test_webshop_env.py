@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pickle
 import threading
+import time
 import warnings
 
 import gymnasium as gym
@@ -59,6 +60,20 @@ def test_bad_actions_never_raise():
             False,
             False,
         )
+
+
+@pytest.mark.parametrize(
+    "action",
+    ["[" * 2**20, "search" + "[" * 2**20, "click[" + "[" * 2**20 + "\n]", "search[shoes]" + " " * 2**20],
+)
+def test_megabyte_action_is_answered_fast(action):
+    # The regex split backtracked quadratically (30 s for 64 kB); 1 MB is now over the cap.
+    env = gym.make("AgentGymRL/WebShop-v0", **KWARGS)
+    obs, _ = env.reset(seed=0)
+    start = time.perf_counter()
+    new_obs, reward, terminated, truncated, info = env.step(action)
+    assert time.perf_counter() - start < 1.0
+    assert (new_obs, reward, terminated, truncated, info["action_valid"]) == (obs, 0.0, False, False, False)
 
 
 def test_expert_wins_generated_goals():
@@ -147,7 +162,8 @@ def test_http_backend_matches_local():
         assert obs_l == obs_r and info_l["state_key"] == info_r["state_key"] and remote.goal == local.goal
         actions = expert_actions(local)
         local.reset(options={"task": 9})
-        for action in ["click[bogus]", *actions]:
+        # A 1 MB action is over the server's 64 kB body limit: still an in-game "invalid".
+        for action in ["click[bogus]", "search[x]" + "]" * 2**20, *actions]:
             out_l, out_r = local.step(action), remote.step(action)
             assert out_l[:4] == out_r[:4]
             assert out_l[4]["admissible_actions"] == out_r[4]["admissible_actions"]
@@ -209,3 +225,18 @@ def test_benchmark_script_smoke(tmp_path):
     result = bench.main(args)
     assert result["steps"]["wins"] == 3 and result["steps"]["invalid"] == 0
     assert (tmp_path / "result.json").exists() and "steps/s" in (tmp_path / "result.md").read_text()
+
+
+def test_long_actions_benchmark_smoke(tmp_path):
+    bench = pytest.importorskip("benchmarks.bench_webshop")
+    args = bench.Args(
+        parts=["long_actions"], num_products=60, long_action_sizes=[1000, 100_000], long_action_repeats=3,
+        output=str(tmp_path),
+    )  # fmt: skip
+    result = bench.main(args)["long_actions"]
+    assert set(result) == set(bench.LONG_ACTIONS)
+    for growth in result.values():
+        assert not growth["any_valid"]
+        # A quadratic split grows ~10,000x for 100x the length; a linear step at most 100x.
+        assert growth["step_growth"] <= growth["n_growth"] == 100
+    assert "env step / action split time growth" in (tmp_path / "result.md").read_text()

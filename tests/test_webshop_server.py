@@ -17,6 +17,7 @@ requests = pytest.importorskip("requests")
 from werkzeug.serving import make_server  # noqa: E402
 
 from webshop_server import create_app  # noqa: E402
+from webshop_server.actions import MAX_ACTION_CHARS  # noqa: E402
 from webshop_server.engine import WebShopEngine  # noqa: E402
 
 NUM_PRODUCTS = 80
@@ -145,6 +146,23 @@ def test_invalid_action_keeps_the_page(server, action):
     payload = response.json()
     assert response.status_code == 400 and payload["info"]["valid"] is False
     assert payload["observation"] == created["observation"] and payload["reward"] == 0 and not payload["done"]
+
+
+def test_over_long_action_is_a_400_not_a_413(engine):
+    # A body limit far above the action cap: the cap, not the body limit, answers.
+    client = create_app(engine=engine, max_content_length=4 * 2**20, preload_nlp=False).test_client()
+    created = client.post("/api/sessions", json={"goal": 2}).get_json()
+    step = f"/api/sessions/{created['id']}/step"
+    longest = "search[" + "x" * (MAX_ACTION_CHARS - 8) + "]"
+    for action in (longest + " ", "[" * 2**20):
+        start = time.perf_counter()
+        response = client.post(step, json={"action": action})
+        assert time.perf_counter() - start < 1.0
+        payload = response.get_json()
+        assert response.status_code == 400 and payload["info"]["valid"] is False
+        assert f"{len(action):,} characters is over the limit of {MAX_ACTION_CHARS:,}" in payload["error"]
+        assert payload["observation"] == created["observation"] and not payload["done"]
+    assert client.post(step, json={"action": longest}).status_code == 200  # at the cap: read
 
 
 def test_sessions_are_bounded(server):

@@ -13,7 +13,9 @@ JSON API (bodies are JSON objects):
 - ``POST /api/sessions/<id>/step`` ``{"action": "search[...]" | "click[...]"}``:
   ``{"observation", "reward", "done", "info": {"valid", "goal"}, "available_actions"}``;
   an action that is not valid on the page answers 400 with the same fields (the page
-  is unchanged) plus ``error``.
+  is unchanged) plus ``error``, and so does one longer than
+  :data:`~webshop_server.actions.MAX_ACTION_CHARS` (4,096 characters; its ``error``
+  names the limit), however large ``max_content_length`` allows the body to be.
 - ``GET /api/sessions/<id>``: ``{"id", "state", "observation", "available_actions"}``;
   ``PUT`` with ``{"state": {...}}`` restores a state; ``DELETE`` closes the session.
 
@@ -43,6 +45,7 @@ from flask import Flask, Response, jsonify, redirect, request
 from markupsafe import escape
 from werkzeug.exceptions import HTTPException
 
+from webshop_server.actions import MAX_ACTION_CHARS
 from webshop_server.catalog import Catalog
 from webshop_server.engine import DEFAULT_NUM_PRODUCTS, OBSERVATION_MODES, Session, WebShopEngine
 from webshop_server.goals import GoalSet
@@ -229,6 +232,12 @@ def create_app(
             "info": {"valid": result.valid, "goal": goal},
             "available_actions": result.available_actions,
         }
+        if len(action) > MAX_ACTION_CHARS:  # the engine answered it invalid unread
+            message = (
+                f"action of {len(action):,} characters is over the limit of {MAX_ACTION_CHARS:,} "
+                "(webshop_server.actions.MAX_ACTION_CHARS); send one search[query] or click[label]"
+            )
+            return error(400, message, **payload)
         if not result.valid:
             return error(400, f"invalid action {action[:200]!r} on this page", **payload)
         return jsonify(payload)

@@ -5,9 +5,12 @@ same pages. A session's state is a few fields (:class:`SessionState`), so snapsh
 are tiny dicts; the page is re-rendered from the state.
 
 Actions follow the original text env: ``search[query]`` (on every page) and
-``click[label]`` for a current clickable label. The action is parsed with
-``(.+)\\[(.+)\\]`` anchored at the start and greedy; the name is case-sensitive and the
-argument lower-cased. An invalid action changes nothing and earns 0.
+``click[label]`` for a current clickable label. An action is split as the original's
+``(.+)\\[(.+)\\]`` (anchored at the start, greedy) splits it, in linear time
+(:func:`~webshop_server.actions.parse_action`); the name is case-sensitive and the
+argument lower-cased. An action longer than
+:data:`~webshop_server.actions.MAX_ACTION_CHARS` (4,096 characters) is invalid, unread.
+An invalid action changes nothing and earns 0.
 
 >>> engine = WebShopEngine.generated(num_products=40, seed=0)
 >>> session = engine.new_session(0)
@@ -23,12 +26,12 @@ False
 from __future__ import annotations
 
 import random
-import re
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 from webshop_server import pages
+from webshop_server.actions import MAX_ACTION_CHARS, parse_action
 from webshop_server.catalog import Catalog, load_catalog_files, load_products
 from webshop_server.generator import generate_records
 from webshop_server.goals import GoalSet
@@ -36,18 +39,19 @@ from webshop_server.search import SearchIndex
 
 __all__ = [
     "DEFAULT_NUM_PRODUCTS",
+    "MAX_ACTION_CHARS",
     "OBSERVATION_MODES",
     "Session",
     "SessionState",
     "StepResult",
     "WebShopEngine",
+    "parse_action",
 ]
 
 #: Products in the generated default catalogue.
 DEFAULT_NUM_PRODUCTS = 500
 #: Search hits kept (the original's Pyserini ``k``).
 TOP_K = 50
-_ACTION = re.compile(r"(.+)\[(.+)\]")
 _SUB_PAGES = ("description", "features", "reviews", "attributes")
 #: Observation modes: the original text env's ``text`` and ``text_rich``.
 OBSERVATION_MODES = ("text", "text_rich")
@@ -251,10 +255,12 @@ class WebShopEngine:
         return StepResult(session.observation, reward, session.state.done, valid, page.available_actions())
 
     def _apply(self, session: Session, action: str) -> bool:
-        match = _ACTION.match(action) if isinstance(action, str) else None
-        if match is None:
+        if not isinstance(action, str) or len(action) > MAX_ACTION_CHARS:
             return False
-        name, argument = match.group(1), match.group(2).lower()
+        parts = parse_action(action)
+        if parts is None:
+            return False
+        name, argument = parts[0], parts[1].lower()
         state = session.state
         if name == "search":
             state.page, state.keywords, state.page_num = "results", argument, 1

@@ -158,6 +158,12 @@ class HttpBackend:
         return self._view(data)
 
     def step(self, action: str) -> Transition:
+        from webshop_server.actions import MAX_ACTION_CHARS
+
+        # The server answers every action over the cap alike (invalid, page unchanged), so
+        # sending its first cap + 1 characters gets that answer, as the local backend does,
+        # where the whole action could exceed the server's max_content_length (a 413).
+        action = action[: MAX_ACTION_CHARS + 1]
         # 400 with an observation is the server's "invalid action, page unchanged".
         data = self._call("POST", f"/api/sessions/{self.session_id}/step", {"action": action}, ok=(200, 400))
         if "observation" not in data:
