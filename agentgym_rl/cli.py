@@ -17,6 +17,8 @@ COMMANDS: dict[str, str] = {
     "play": "agentgym_rl.commands.play",
     "data": "agentgym_rl.commands.data",
     "serve-webshop": "agentgym_rl.commands.serve_webshop",
+    "trajectories": "agentgym_rl.commands.trajectories",
+    "sft": "agentgym_rl.commands.sft",
     "train": "agentgym_rl.commands.train",
     "leaderboard": "agentgym_rl.commands.leaderboard",
     "bench": "agentgym_rl.commands.bench",

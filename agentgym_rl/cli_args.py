@@ -2,7 +2,7 @@
 
 Each subcommand keeps its arguments in one dataclass whose fields carry ``help``
 metadata (TRL/CleanRL style); :func:`add_dataclass_arguments` turns the fields into
-flags named like the fields, and ``--config FILE.yaml`` sets defaults that flags
+flags named like the fields (``--data_dir``, with ``--data-dir`` as an alias), and ``--config FILE.yaml`` sets defaults that flags
 override. Unknown keys in a config file are an error that lists the valid ones.
 """
 
@@ -78,7 +78,9 @@ def add_dataclass_arguments(parser: argparse.ArgumentParser, cls: type) -> None:
                 kwargs["nargs"] = "?"
             parser.add_argument(field.name, **kwargs)
         else:
-            parser.add_argument(f"--{field.name.replace('_', '-')}", dest=field.name, **kwargs)
+            # TRL's parser spells flags like the fields (underscores); the hyphenated spelling is an alias.
+            flags = dict.fromkeys([f"--{field.name}", f"--{field.name.replace('_', '-')}"])
+            parser.add_argument(*flags, dest=field.name, **kwargs)
 
 
 def _load_config(path: str) -> dict[str, Any]:

@@ -32,6 +32,7 @@ __all__ = [
     "ACTION_FORMATS",
     "PromptConfig",
     "build_messages",
+    "env_kind_of",
     "extract_task",
     "format_observation",
     "parse_action",
@@ -81,6 +82,16 @@ class PromptConfig:
             raise ValueError(f"history_window must be >= 0, got {self.history_window}")
         if self.fallback_chars is None:
             self.fallback_chars = 20 if self.env_kind == "webshop" else 30
+
+
+def env_kind_of(env_id: str) -> str:
+    """The prompt kind of a registered env id: ``"alfworld"``, ``"webshop"`` or ``"generic"``.
+
+    >>> env_kind_of("AgentGymRL/WebShop-v0"), env_kind_of("AgentGymRL/TextBandit-v0")
+    ('webshop', 'generic')
+    """
+    lowered = env_id.lower()
+    return "webshop" if "webshop" in lowered else "alfworld" if "alfworld" in lowered else "generic"
 
 
 def extract_task(first_observation: str, config: PromptConfig) -> str:

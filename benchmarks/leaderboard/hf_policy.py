@@ -80,6 +80,9 @@ def prompt_config_for(model_path: str, env_kind: str, overrides: dict[str, Any] 
     Settings come from, last wins: PromptConfig's defaults, a ``prompt_config.json`` in
     the model folder or its parent (a trainer run's output dir), then ``overrides``.
     ``env_kind`` is always the env's.
+
+    Raises:
+        ValueError: The folder's ``prompt_config.json`` is another env's.
     """
     from trainers.prompting import PromptConfig
 
@@ -89,6 +92,12 @@ def prompt_config_for(model_path: str, env_kind: str, overrides: dict[str, Any] 
         if candidate.is_file():
             settings = json.loads(candidate.read_text())
             break
+    trained_on = settings.get("env_kind", env_kind)
+    if trained_on != env_kind:
+        raise ValueError(
+            f"{model_path} was trained on {trained_on} prompts (its {PROMPT_CONFIG_FILE}) but is evaluated on "
+            f"{env_kind}: evaluate it with --env {trained_on}, or clone a model on {env_kind} first"
+        )
     known = {spec.name for spec in dataclasses.fields(PromptConfig)} - {"env_kind"}
     settings = {key: value for key, value in settings.items() if key in known}
     settings.update(overrides or {})
