@@ -31,9 +31,12 @@ def rows_of(batch: StepBatch) -> list[dict]:
         "next_f": batch.next_first_visit.tolist(),
         "r": batch.reward.tolist(),
         "R": batch.outcome.tolist(),
+        "S": batch.score.tolist(),
         "done": batch.done.tolist(),
         "sem": batch.semantic_key.tolist() if batch.semantic_key is not None else [None] * batch.num_rows,
         "anchor": batch.anchor_key.tolist() if batch.anchor_key is not None else [None] * batch.num_rows,
+        "paths": batch.path_count.tolist() if batch.path_count is not None else [None] * batch.num_rows,
+        "wins": batch.path_successes.tolist() if batch.path_count is not None else [None] * batch.num_rows,
     }
     return [{name: values[i] for name, values in columns.items()} for i in range(batch.num_rows)]
 
@@ -98,9 +101,17 @@ def normalize_in_groups(
     return [normalize(v, members[k], norm, eps, singleton) for v, k in zip(values, keys, strict=False)]
 
 
-def traj_outcomes(rows: list[dict]) -> dict[int, tuple[int, float]]:
-    """``traj -> (group, R_i)``."""
-    return {row["traj"]: (row["group"], row["R"]) for row in rows}
+def traj_outcomes(rows: list[dict], field: str = "R") -> dict[int, tuple[int, float]]:
+    """``traj -> (group, R_i)`` (``field="S"``: the env score instead of the outcome)."""
+    return {row["traj"]: (row["group"], row[field]) for row in rows}
+
+
+def lone_groups(rows: list[dict]) -> set[int]:
+    """Task groups that hold a single rollout."""
+    trajs: dict = defaultdict(set)
+    for row in rows:
+        trajs[row["group"]].add(row["traj"])
+    return {group for group, members in trajs.items() if len(members) == 1}
 
 
 # ------------------------------------------------------------------ GRPO / GiGPO
@@ -151,9 +162,11 @@ def ref_progpo_c(rows: list[dict], cfg, state=None) -> list[float]:
         c = float(sum(1 for i in indices if rows[i]["f"]))
         coverage[traj] = c / len(indices) if cfg.coverage_per_step else c
     outcomes = traj_outcomes(rows)
+    scores = traj_outcomes(rows, "S")
     failed: dict[int, bool] = {}
-    for group, outcome in outcomes.values():
-        bad = outcome == 0 if cfg.failed_threshold is None else outcome < cfg.failed_threshold
+    for traj, (group, outcome) in outcomes.items():
+        # All-failed: the env paid nothing (R_i = 0), or every score (in [0, 1]) is below the threshold.
+        bad = outcome == 0 if cfg.failed_threshold is None else scores[traj][1] < cfg.failed_threshold
         failed[group] = failed.get(group, True) and bad
     members: dict = defaultdict(list)
     if cfg.coverage_stats == "rollouts":
@@ -190,15 +203,15 @@ def ref_fused_potentials(rows: list[dict], cfg, table: dict | None = None) -> tu
     columns = list(range(width)) if cfg.depth_columns is None else [c % width for c in cfg.depth_columns]
     m = cfg.prior_strength
     group_outcomes: dict = defaultdict(list)
-    for group, outcome in traj_outcomes(rows).values():
-        group_outcomes[group].append(outcome)
+    for group, score in traj_outcomes(rows, "S").values():  # potentials read the env scores
+        group_outcomes[group].append(score)
     prior = {g: sum(v) / len(v) for g, v in group_outcomes.items()}
 
     def pooled(get_key) -> list[tuple[float, float]]:
         counts: dict = defaultdict(lambda: [0.0, 0.0])
         for row in rows:
             counts[get_key(row)][0] += 1.0
-            counts[get_key(row)][1] += row["R"]
+            counts[get_key(row)][1] += row["S"]
         out = []
         for row in rows:
             n, s = counts[get_key(row)]
@@ -270,7 +283,7 @@ def ref_progpo_r_update(rows: list[dict], cfg, table: dict) -> dict:
     for row, keys in zip(rows, keys_of_row, strict=False):
         for k in keys:
             n, s = new.get(k, (0.0, 0.0))
-            new[k] = (n + 1.0, s + row["R"])
+            new[k] = (n + 1.0, s + row["S"])
     return {k: v for k, v in new.items() if v[0] >= 1e-3}
 
 
@@ -287,14 +300,29 @@ def spo3_keys(rows: list[dict], cfg) -> tuple[list[int], list[int]]:
 
 
 def ref_spo3_update(rows: list[dict], cfg, table: dict, num_rollouts: int) -> tuple[dict, int]:
-    """Record every finished rollout: ``N_total`` / ``N_succ`` of each distinct visited state."""
+    """Record every finished rollout: ``N_total`` / ``N_succ`` of each distinct visited state.
+
+    Success is the env score (never scaled) reaching ``success_threshold``. Rows with path
+    counts (branching DFS) instead add, at each first visit and at a new terminal state,
+    their finished paths and those paths' successes; every path ends in one done row.
+    """
     table = dict(table)
     keys, next_keys = spo3_keys(rows, cfg)
+    if rows and rows[0]["paths"] is not None:
+        for i, row in enumerate(rows):
+            num_rollouts += int(row["done"])
+            visited = [keys[i]] if row["f"] and keys[i] != 0 else []
+            if row["done"] and row["next_f"] and next_keys[i] != 0:
+                visited.append(next_keys[i])
+            for s in visited:
+                total, succ = table.get(s, (0, 0))
+                table[s] = (total + row["paths"], succ + row["wins"])
+        return table, num_rollouts
     for indices in by_trajectory(rows).values():
         if not any(rows[i]["done"] for i in indices):
             continue
         num_rollouts += 1
-        success = rows[indices[0]]["R"] >= cfg.success_threshold
+        success = rows[indices[0]]["S"] >= cfg.success_threshold
         visited = {keys[i] for i in indices} | {next_keys[i] for i in indices if next_keys[i] != 0}
         for s in visited:
             total, succ = table.get(s, (0, 0))
@@ -302,13 +330,18 @@ def ref_spo3_update(rows: list[dict], cfg, table: dict, num_rollouts: int) -> tu
     return table, num_rollouts
 
 
+def ref_spo3_kept(key: int, cfg, table: dict) -> bool:
+    """The ``ξ``/``ζ`` filter: ``N_fail < ξ`` or ``N_succ / N_total > ζ``."""
+    total, succ = table.get(key, (0, 0))
+    ratio = succ / total if total > 0 else 0.0
+    return (total - succ) < cfg.xi or ratio > cfg.zeta
+
+
 def ref_spo3_score(key: int, cfg, table: dict, tau: int) -> float:
     total, succ = table.get(key, (0, 0))
     lam = cfg.alpha * math.log(tau)
     decay = math.exp(-lam * succ / (total + cfg.table_epsilon))
-    ratio = succ / total if total > 0 else 0.0
-    keep = (total - succ) < cfg.xi or ratio > cfg.zeta
-    return decay if keep else 0.0
+    return decay if ref_spo3_kept(key, cfg, table) else 0.0
 
 
 def ref_spo3_rewards(rows: list[dict], cfg, table: dict, num_rollouts: int) -> list[float]:
@@ -323,7 +356,7 @@ def ref_spo3_rewards(rows: list[dict], cfg, table: dict, num_rollouts: int) -> l
             progress = ref_spo3_score(key, cfg, table, tau) - ref_spo3_score(next_key, cfg, table, tau)
         else:
             changed = progress = 0.0
-        success = 1.0 if row["done"] and row["R"] >= cfg.success_threshold else 0.0
+        success = 1.0 if row["done"] and row["S"] >= cfg.success_threshold else 0.0
         out.append(omega * changed + (0.5 - omega) * progress + 0.5 * success)
     return out
 
@@ -335,14 +368,17 @@ def ref_spo3(rows: list[dict], cfg, table: dict | None = None, num_rollouts: int
     out = normalize_in_groups(rewards, anchor_keys(rows), cfg.norm, cfg.epsilon, "zero")
     if cfg.add_episode:
         out = [a + e for a, e in zip(out, ref_episode(rows, cfg), strict=False)]
-    return out
+    lone = lone_groups(rows)  # n = 1: a rollout without a peer gets no update
+    return [0.0 if row["group"] in lone else a for row, a in zip(rows, out, strict=True)]
 
 
 def ref_adaptive_sizes(keys: list[int], cfg, table: dict, num_rollouts: int) -> list[int]:
-    return [
-        min(cfg.g_max, math.ceil(round(cfg.g_max * ref_spo3_score(k, cfg, table, 1 + num_rollouts), 9)))
-        for k in keys
-    ]
+    """``⌈G_max S⌉`` rounded to 9 decimals, at least 1 where the filter keeps ``s`` (``S > 0``)."""
+    sizes = []
+    for k in keys:
+        n = min(cfg.g_max, math.ceil(round(cfg.g_max * ref_spo3_score(k, cfg, table, 1 + num_rollouts), 9)))
+        sizes.append(max(n, 1) if ref_spo3_kept(k, cfg, table) else 0)
+    return sizes
 
 
 REFERENCES = {
@@ -382,12 +418,17 @@ def random_records(
     semantic: bool = False,
     anchor: bool = False,
     unfinished: float = 0.0,
+    scale: float | None = None,
+    paths: bool = False,
 ) -> list[dict]:
     """Per-step records as the rollout collector would give them, shuffled.
 
     Groups are all-failed, binary or scored at random; rollouts start at the same
     state, revisit a few states, take few distinct actions (so exact prefixes are
-    sometimes shared) and get an invalid-action penalty now and then.
+    sometimes shared) and get an invalid-action penalty now and then. ``scale``: the
+    trainer's reward scale (rewards and outcomes scaled, ``score`` records the unscaled
+    outcome). ``paths``: random ``path_count`` / ``path_successes`` as a branching
+    search's rows carry them (1 path on a done row).
     """
     intern = intern or Interner()
     records = []
@@ -443,6 +484,12 @@ def random_records(
                     outcome=outcome,
                     done=last and not alive,
                 )
+                if scale is not None:
+                    record.update(reward=reward * scale, outcome=outcome * scale, score=outcome)
+                if paths:
+                    count = 1 if record["done"] else rng.randint(0, 3)
+                    wins = int(outcome >= 1.0) if record["done"] else rng.randint(0, count)
+                    record.update(path_count=count, path_successes=wins)
                 if last and terminal_keys and rng.random() < 0.5:
                     record["next_state_key"] = intern(("s", states[t + 1]))
                     record["next_first_visit"] = states[t + 1] not in seen

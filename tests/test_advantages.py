@@ -43,12 +43,19 @@ CASES = [
         {},
     ),
     ("3spo", {}, {"terminal_keys": True, "unfinished": 0.2}),
+    ("3spo", {"alpha": 1.0, "xi": 3.0}, {"terminal_keys": True, "paths": True}),
     ("3spo", {"per_task": True, "xi": 2.0, "alpha": 1.0}, {}),
     (
         "3spo",
         {"use_returns": True, "add_episode": True, "norm": "std", "alpha": 0.5},
         {"terminal_keys": True},
     ),
+    # At the trainer's reward scale 10 (verl-agent's): success and potentials read the unscaled scores.
+    ("grpo", {"norm": "mean"}, {"scale": 10.0}),
+    ("gigpo", {}, {"scale": 10.0}),
+    ("progpo_c", {"failed_threshold": 1.0}, {"scale": 10.0}),
+    ("progpo_r", {}, {"scale": 10.0, "semantic": True}),
+    ("3spo", {"add_episode": True, "alpha": 1.0}, {"scale": 10.0, "terminal_keys": True}),
 ]
 
 

@@ -321,3 +321,102 @@ def test_spo3_state_round_trip_and_explored_actions():
         pytest.approx([1.0, 1.0, 0.0]),
         pytest.approx([1.0, 1.0, 0.0]),
     )
+
+
+# ------------------------------------------------------------------ review fixes (group sizes, lone rollouts)
+
+
+def _table(state: SPO3State, rows: dict[int, tuple[float, float]], rollouts: int) -> SPO3State:
+    """``state`` with a hand-built table ``key -> (N_total, N_succ)`` and ``rollouts`` recorded."""
+    from trainers.estimators.key_table import KeyTable
+
+    keys = sorted(rows)
+    state.table = KeyTable.empty(2).merge(torch.tensor(keys), torch.tensor([rows[k] for k in keys]))
+    state.last_seen = torch.zeros(len(keys), dtype=torch.long)
+    state.num_rollouts = rollouts
+    return state
+
+
+def test_spo3_group_size_of_a_tiny_positive_score_is_one():
+    from trainers.branching import BranchingCollector
+
+    # s1 = (7 visits, 2 successes), tau = 13 (12 rollouts recorded): lambda = 50 ln 13 = 128.247468,
+    # S = exp(-128.247468 * 2 / 7) = 1.2205e-16 > 0, and N_fail = 5 < xi keeps s1: n = ceil(8 S) = 1.
+    # s2 = (1, 1) at tau = 1e9 + 1: S = exp(-50 ln(1e9 + 1)) underflows float64 to 0, yet it is > 0.
+    # s3 = (20, 0): N_fail 20 >= xi and ratio 0 <= zeta: the filter gives S = 0, n = 0.
+    s1, s2, s3, fresh = 11, 12, 13, 99
+    state = _table(SPO3State(), {s1: (7.0, 2.0), s3: (20.0, 0.0)}, 12)
+    assert float(state.score(torch.tensor([s1]))[0]) == pytest.approx(1.2205e-16, rel=1e-3)
+    assert adaptive_group_sizes([s1, s3, fresh], state) == [1, 0, 8]
+    # The DFS reads the same rule at every state (capped by the task's slots).
+    collector = BranchingCollector(None, state)  # type: ignore[arg-type]
+    assert collector._width(state, {"state_key": s1}, 8) == 1
+    assert collector._width(state, {"state_key": s3}, 8) == 0
+    assert collector._width(state, {"state_key": fresh}, 3) == 3
+    late = _table(SPO3State(), {s2: (1.0, 1.0)}, 10**9)
+    assert float(late.score(torch.tensor([s2]))[0]) == 0.0
+    assert adaptive_group_sizes([s2], late) == [1]
+    assert BranchingCollector(None, late)._width(late, {"state_key": s2}, 8) == 1  # type: ignore[arg-type]
+
+
+def _lone_rollout(outcome: float, last_reward: float) -> list[dict]:
+    # One rollout: s0 -> s1 -> s0 -> s2 (a revisit of s0), an invalid action at t = 1.
+    return [
+        rec(0, 0, 0, 1, 0.0, outcome, False, first=True),
+        rec(0, 0, 1, 2, -0.1, outcome, False, first=True),
+        rec(0, 0, 2, 1, 0.0, outcome, False, first=False),
+        rec(0, 0, 3, 3, last_reward, outcome, True, first=True),
+    ]
+
+
+def test_spo3_lone_rollout_gets_no_update():
+    # Prior table: s2 (key 3) is hopeless (20 failures: S = 0). With this failed rollout counted,
+    # s0 = (1, 0), s1 = (1, 0): S = 1; omega(s0) = 0.5 e^-0.1 = 0.452419.
+    # R_0 (s0 -> s1) = 0.452419 + 0.047581 (1 - 1) = 0.452419; R_2 (s0 -> s2) = 0.452419 + 0.047581 (1 - 0)
+    # = 0.5. Anchor s0 = {0.452419, 0.5} would give [-0.023791, 0, +0.023791, 0] (mean norm), but the
+    # rollout is alone in its group: n = 1 rolls out without update, so every row gets 0.
+    config = make_config("3spo")
+    state = _table(SPO3State(config), {3: (20.0, 0.0)}, 20)
+    batch = StepBatch.from_records(_lone_rollout(0.0, 0.0))
+    rewards, _ = spo3_step_rewards(batch, config, state)
+    close(rewards, [0.452419, 0.452419, 0.5, 0.0])
+    close(compute_advantages("3spo", batch, config, state), [0.0, 0.0, 0.0, 0.0])
+    # A one-step lone winner with the episode term on: the term alone would give R / (1 + eps) = 1.0.
+    winner = StepBatch.from_records([rec(0, 0, 0, 5, 1.0, 1.0, True)])
+    close(compute_advantages("3spo", winner, make_config("3spo", add_episode=True)), [0.0])
+    # A group of two rollouts next to a lone one: only the lone group is silenced.
+    pair = _lone_rollout(0.0, 0.0) + [
+        rec(1, 1, 0, 1, 0.0, 0.0, False),
+        rec(1, 1, 1, 2, 0.0, 0.0, True),
+        rec(1, 2, 0, 1, 0.0, 1.0, False),
+        rec(1, 2, 1, 4, 1.0, 1.0, True),
+    ]
+    advantages = compute_advantages("3spo", StepBatch.from_records(pair), config, state)
+    assert advantages[:4].abs().sum() == 0 and advantages[4:].abs().sum() > 0
+
+
+def test_lone_rollout_rules_of_the_other_estimators():
+    gamma = 0.95
+    won = StepBatch.from_records(_lone_rollout(1.0, 1.0))
+    lost = StepBatch.from_records(_lone_rollout(0.0, 0.0))
+    one_step = StepBatch.from_records([rec(0, 0, 0, 5, 1.0, 1.0, True)])
+    # GRPO (verl-agent): over the group's step rows, four rows of R = 1 have std 0: z = 0; over
+    # rollouts (or with a single row) the lone member keeps its return, R / (1 + eps).
+    close(compute_advantages("grpo", won), [0.0] * 4)
+    rollouts = make_config("grpo", episode_stats="rollouts")
+    close(compute_advantages("grpo", won, rollouts), [1.0 / (1.0 + EPS)] * 4)
+    close(compute_advantages("grpo", one_step), [1.0 / (1.0 + EPS)])
+    # GiGPO: the episode term as GRPO; the step term compares the rollout's own revisits of s0.
+    # Q = [0.95 * 0.8025, -0.1 + 0.95 * 0.95, 0.95, 1] = [0.762375, 0.8025, 0.95, 1]; anchor s0 =
+    # {0.762375, 0.95}: z = -+0.707107 (two members); s1, s2 singletons: 0.
+    assert 0.762375 == pytest.approx(gamma * (-0.1 + gamma * gamma))
+    close(compute_advantages("gigpo", won), [-0.707107, 0.0, 0.707107, 0.0])
+    # ProGPO-C: no peer, so z(C_i | group) = 0; in this all-failed group the GRPO base is 0 as well.
+    close(compute_advantages("progpo_c", lost), [0.0] * 4)
+    # ProGPO-R: every visit's outcome is the prior p_0 = 0, so Phi = 0 and c_t = r_t = [0, -0.1, 0, 0]:
+    # mean -0.025, std 0.05, z = [0.5, -1.5, 0.5, 0.5] / (1 + 2e-5). Every exact prefix is unique, so
+    # the potential term applies, with rho = n_eff / (n_eff + 4), n_eff = sum_d (n_d + m + 1) (Phi
+    # floored): s0's rows (depth 0 n = 2, prefix n = 1) 9, the others 8: rho = 9/13, 8/12.
+    z = [0.5 / (1 + 2e-5), -1.5 / (1 + 2e-5), 0.5 / (1 + 2e-5), 0.5 / (1 + 2e-5)]
+    expected = [9 / 13 * z[0], 8 / 12 * z[1], 9 / 13 * z[2], 8 / 12 * z[3]]
+    close(compute_advantages("progpo_r", lost), expected)

@@ -22,12 +22,16 @@ Diagnostics are floats under slash names (the trainer logs them with a prefix):
 ``groups/mean_rollouts``       mean rollouts per task group
 ``anchor/mean_size``           mean size of anchor-state groups (gigpo, progpo_c, 3spo)
 ``anchor/singleton_frac``      share of anchor-state groups with one row
+``anchor/merged_groups``       anchor groups holding several state keys (gigpo, progpo_c
+                               with ``enable_similarity``: similarity merges)
 ``prefix/mean_size``           mean size of exact-prefix groups (progpo_r)
 ``prefix/singleton_frac``      share of exact-prefix groups with one row
 ``prefix/singleton_row_frac``  share of rows whose exact prefix is unique
 ``potential/mean``             mean fused potential ``Φ(s_t)``
 ``potential/reliability_mean`` mean ``ρ_t`` over rows credited by the potential
-``potential/semantic_frac``     share of rows whose fusion used the semantic key
+``potential/semantic_frac``    share of rows whose fusion used the semantic key
+``potential/expanded_groups``  semantic groups that pooled, for some such row, more
+                               visits than any of its history keys (expansion happened)
 ``coverage/mean``              mean ``C_i`` (progpo_c); ``coverage/failed_mean`` in
                                all-failed groups; ``coverage/failed_frac`` share of
                                all-failed groups; ``coverage/active_frac`` share of them

@@ -18,6 +18,13 @@ edges are each trained once). A branch that reached an end (won, lost, step limi
 has ``done`` on its last row and its outcome on every row; a branch cut by ``n = 0``
 or by the budget keeps ``done=False`` (3SPO's table counts finished rollouts only).
 Rows of one state's children share ``(group, k(s))``: 3SPO's anchor group.
+
+A finished *path* runs from ``s_0`` through the rows its branch inherits from its
+ancestors (up to each fork) to its end; the table counts paths, not branches: every
+row carries ``path_count`` (finished paths through it) and ``path_successes``, so a
+state before a fork counts once for each finished path below it. An ended branch's
+outcome is its path's (the env's return along the path, scaled; the env score), and
+the working table learns the whole path at once.
 """
 
 from __future__ import annotations
@@ -31,7 +38,7 @@ import numpy as np
 import torch
 
 from agentgym_rl.keys import hash_fields
-from trainers.estimators.spo3 import SPO3State
+from trainers.estimators.spo3 import SPO3State, adaptive_group_sizes
 from trainers.prompting import build_messages, extract_task, parse_action
 from trainers.rollout import EpisodeResult, GenerateFn, Rollout, RolloutCollector, StepRow, slot_info
 from trainers.step_batch import StepBatch
@@ -92,6 +99,7 @@ class _Branch:
     episode: EpisodeResult
     rows: list[StepRow] = field(default_factory=list)
     parent: tuple[int, int] | None = None  # (parent traj_id, parent rows before the fork)
+    finished: bool = False  # reached an end (won, lost, step limit): its path is recorded
 
 
 @dataclass
@@ -130,12 +138,15 @@ class BranchRollout(Rollout):
         trace: one entry per expansion, in order: ``(group_id, traj_id, step, state_key,
             [(action, R_t, child traj_id), ...] ranked, chosen action)``; ``n = 0``
             cuts appear with an empty list.
+        table: the search's working copy of the table after the search (it learned every
+            finished path as it ended); the trainer's own table learns from the rows.
     """
 
     parents: dict[int, tuple[int, int]] = field(default_factory=dict)
     trace: list[tuple[int, int, int, int, list[tuple[str, float, int]], str | None]] = field(
         default_factory=list
     )
+    table: SPO3State | None = None
 
 
 class BranchingCollector:
@@ -287,7 +298,7 @@ class BranchingCollector:
                     done = bool(terminated[i] or truncated[i])
                     row = self.base.make_row(
                         search.group_id, -1, len(node.history), messages, replies[r], parsed, node.info, nxt,
-                        float(rewards[i]), done,
+                        float(rewards[i]), done, observation=node.observation,
                     )  # fmt: skip
                     won = bool(nxt.get("won", False))
                     next_key = self._table_key(nxt) if "state_key" in nxt else 0
@@ -320,7 +331,7 @@ class BranchingCollector:
                                   [*node.history, (node.observation, row.action)], branch, slot=i)  # fmt: skip
                     holder[i] = child.node_id
                     if done:
-                        self._end(branch, nxt, term, won, work)
+                        self._end(branch, branches, nxt, term, won, work)
                     elif j != best:
                         pushed.append(child)
                     else:
@@ -340,13 +351,22 @@ class BranchingCollector:
             for node in ([search.current] if search.current is not None else []) + search.stack:
                 node.branch.episode.truncated = True
         for branch in branches:
+            for row in branch.rows:
+                row.record["path_count"] = row.record["path_successes"] = 0
+        threshold = self.state.config.success_threshold
+        for branch in branches:
             if not branch.rows:
                 continue
-            outcome = branch.episode.score * self.base.reward_scale
-            for row in branch.rows:
-                row.record["outcome"] = outcome
+            path = self._path(branch, branches)
+            self.base.set_outcome(path, branch.episode.score, [row.record for row in branch.rows])
+            if branch.finished:  # its path, shared rows before the forks included, counts once
+                success = int(branch.episode.score >= threshold)
+                for row in path:
+                    row.record["path_count"] += 1
+                    row.record["path_successes"] += success
             rollout.rows.extend(branch.rows)
             rollout.episodes.append(branch.episode)
+        rollout.table = work
         return rollout
 
     # ------------------------------------------------------------------ helpers
@@ -365,10 +385,18 @@ class BranchingCollector:
         return _Node(next(next_id), root.observation, root.info, [], branch, snapshot=root.snapshot)
 
     def _width(self, state: SPO3State, info: dict[str, Any], slots: int) -> int:
-        """``n(s) = ⌈G_max · S(s)⌉``, at most ``slots``."""
-        score = float(state.score(torch.tensor([self._table_key(info)]))[0])
-        # Round before ceil so that 8 * 0.125 = 1.0000000001 does not become 2.
-        return min(int(math.ceil(round(state.config.g_max * score, 9))), slots)
+        """``n(s) = ⌈G_max · S(s)⌉`` (as :func:`adaptive_group_sizes`: ``≥ 1`` for ``S > 0``), at most ``slots``."""
+        return min(adaptive_group_sizes([self._table_key(info)], state)[0], slots)
+
+    @staticmethod
+    def _path(branch: _Branch, branches: list[_Branch]) -> list[StepRow]:
+        """The rows from the task's first state to the end of ``branch``: its ancestors' up to each fork."""
+        segments = [branch.rows]
+        while branch.parent is not None:
+            parent_id, fork = branch.parent
+            branch = branches[parent_id]  # traj_id is the index in branches
+            segments.append(branch.rows[:fork])
+        return [row for segment in reversed(segments) for row in segment]
 
     @staticmethod
     def _new_branch(branches: list[_Branch], group: int, info: dict[str, Any], root: _Node | None) -> _Branch:
@@ -395,13 +423,23 @@ class BranchingCollector:
         branch.rows.append(row)
 
     def _end(
-        self, branch: _Branch, nxt: dict[str, Any], terminated: bool, won: bool, work: SPO3State
+        self,
+        branch: _Branch,
+        branches: list[_Branch],
+        nxt: dict[str, Any],
+        terminated: bool,
+        won: bool,
+        work: SPO3State,
     ) -> None:
-        """A branch reached an end: its outcome, and the working table learns from it."""
+        """A branch reached an end: its outcome, and the working table learns its whole path."""
         episode = branch.episode
         episode.won = won
         episode.score = float(nxt["score"]) if "score" in nxt else float(won)
         episode.truncated = not terminated
-        for row in branch.rows:
-            row.record["outcome"] = episode.score * self.base.reward_scale
-        work.update(StepBatch.from_records([row.record for row in branch.rows]))
+        branch.finished = True
+        path = self._path(branch, branches)
+        # One rollout from s_0 to here: copies of the path's records under one traj id (the
+        # rows before the fork keep their own records, which belong to other paths too).
+        records = [{**row.record, "traj_id": 0} for row in path]
+        self.base.set_outcome(path, episode.score, records)
+        work.update(StepBatch.from_records(records))

@@ -117,6 +117,10 @@ class GiGPOEstimatorConfig(_DiscountedConfig):
         enable_similarity (`bool`, defaults to `False`): anchor on `StepBatch.anchor_key`
             (observations merged by text similarity, see
             :func:`trainers.semantic.similarity_anchor_keys`) instead of `state_key`.
+        similarity_threshold (`float`, defaults to `0.95`): the similarity ratio at which the
+            rollout collector merges two observations into one anchor (verl-agent's
+            `similarity_thresh`); read by the trainer, which has the collector compute
+            `anchor_key` when `enable_similarity` is on.
     """
 
     # Parameters that control the step (anchor) term
@@ -128,6 +132,20 @@ class GiGPOEstimatorConfig(_DiscountedConfig):
             "enable_similarity) instead of state_key; records must carry 'anchor_key'."
         },
     )
+    similarity_threshold: float = field(
+        default=0.95,
+        metadata={
+            "help": "Text similarity ratio at which the rollout collector merges observations into one "
+            "anchor (verl-agent's similarity_thresh; used with enable_similarity)."
+        },
+    )
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if not 0.0 < self.similarity_threshold <= 1.0:
+            raise ValueError(
+                f"similarity_threshold={self.similarity_threshold!r} must lie in (0, 1]; verl-agent uses 0.95"
+            )
 
 
 @dataclass
@@ -143,8 +161,9 @@ class ProGPOCEstimatorConfig(GiGPOEstimatorConfig):
             `"step"`: `λ (z(C_i | group) + z(U_t | anchor group))` (ours).
         coverage_per_step (`bool`, defaults to `False`): use `C_i / T_i` (ours).
         failed_threshold (`float` or `None`, defaults to `None`): `None`: a group is
-            all-failed when every `R_i == 0`; a number: when every `R_i < threshold`
-            (WebShop scores; ours).
+            all-failed when every `R_i == 0` (the env paid nothing, at any reward scale); a
+            number: when every env score (`StepBatch.score`, in [0, 1], never scaled) is
+            below it (WebShop scores; ours).
         coverage_stats (`str`, defaults to `"rollouts"`): `z(C_i | group)` over rollouts
             (ours) or over step rows.
         replace_base (`bool`, defaults to `False`): in all-failed groups replace the base
@@ -165,8 +184,8 @@ class ProGPOCEstimatorConfig(GiGPOEstimatorConfig):
     failed_threshold: float | None = field(
         default=None,
         metadata={
-            "help": "None: a group is all-failed when every R_i == 0; a number t: when every R_i < t "
-            "(e.g. 1.0 for WebShop scores) (ours)."
+            "help": "None: a group is all-failed when every R_i == 0 (the env paid nothing); a number t: "
+            "when every env score in [0, 1] (unscaled) is < t (e.g. 1.0 for WebShop scores) (ours)."
         },
     )
     coverage_stats: str = field(
@@ -290,7 +309,8 @@ class SPO3EstimatorConfig(_DiscountedConfig):
         zeta (`float`, defaults to `0.1`): `ζ`, success ratio of the filter.
         table_epsilon (`float`, defaults to `1e-6`): `ε` of `N_succ / (N_total + ε)`.
         omega_k (`float`, defaults to `0.1`): `ω_k` of `ω(N) = 0.5 exp(-ω_k N_total(s_t))`.
-        success_threshold (`float`, defaults to `1.0`): a rollout succeeded when `R_i ≥` this.
+        success_threshold (`float`, defaults to `1.0`): a rollout succeeded when its env score
+            (`StepBatch.score`, in [0, 1], never scaled) is `≥` this (score 1: won).
         per_task (`bool`, defaults to `False`): key the table by state within the task
             (column `task_state_column` of `history_keys`, the depth-0 key) instead of `k(o)`.
         task_state_column (`int`, defaults to `0`): the depth-0 column of `history_keys`.
@@ -319,7 +339,8 @@ class SPO3EstimatorConfig(_DiscountedConfig):
         default=0.1, metadata={"help": "omega_k of omega(N) = 0.5 exp(-omega_k N_total(s_t))."}
     )
     success_threshold: float = field(
-        default=1.0, metadata={"help": "A rollout succeeded when its outcome R_i >= this (WebShop: score 1)."}
+        default=1.0,
+        metadata={"help": "A rollout succeeded when its env score in [0, 1] (unscaled) is >= this (1: won)."},
     )
     per_task: bool = field(
         default=False,

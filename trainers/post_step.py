@@ -124,7 +124,7 @@ class PostStepCollector:
                 done = bool(terminated[i] or truncated[i])
                 row = self.base.make_row(
                     episode.group_id, episode.traj_id, len(self._history[i]), conversations[k], replies[k],
-                    parsed[i], now, nxt, float(rewards[i]), done,
+                    parsed[i], now, nxt, float(rewards[i]), done, observation=str(observations[i]),
                 )  # fmt: skip
                 rows.append(row)
                 self._rows[i].append(row)
@@ -139,9 +139,9 @@ class PostStepCollector:
                     # earlier rows were trained on already; only the done row's r^succ counts here).
                     episode.truncated = bool(truncated[i]) and not bool(terminated[i])
                     self.base._finish(episode, next_info, i)
-                    for episode_row in self._rows[i]:
-                        episode_row.record["outcome"] = episode.score * self.base.reward_scale
+                    self.base.set_outcome(self._rows[i], episode.score)
                     table_records.extend(r.record for r in self._rows[i])
                     ended.append(episode)
             self._observations, self._info = next_observations, next_info
+        self.base.add_anchor_keys(rows)
         return Rollout(rows=rows, episodes=ended, timings=timings, table_records=table_records)

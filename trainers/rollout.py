@@ -7,6 +7,18 @@ the prompt and completion token ids and a :data:`trainers.step_batch.RECORD_FIEL
 record (keys of ``o_t`` and ``o_{t+1}``, reward with the invalid-action penalty, and
 the rollout's outcome once its episode ends). The trainer turns the records into a
 ``StepBatch``; nothing here knows TRL.
+
+What a record carries for the estimators:
+
+- loss side, scaled by ``reward_scale``: ``reward`` (``r_t`` as the env paid it, minus
+  the invalid-action penalty) and ``outcome`` (``R_i``: the env's return of the
+  episode, ``Σ_t r_t`` before penalties, i.e. ALFWorld's win, WebShop's score, or
+  whatever the env's own reward shaping pays, e.g. ``10 × won``);
+- success side, never scaled: ``score``, the env's ``info["score"]`` (else
+  ``info["won"]``) in ``[0, 1]``, read by 3SPO's successes, ProGPO-R's potentials and
+  ProGPO-C's score threshold;
+- ``semantic_key`` of ``o_t`` (ProGPO-R's semantic expansion, on every row), and
+  ``anchor_key`` when ``similarity_threshold`` is set (GiGPO's ``enable_similarity``).
 """
 
 from __future__ import annotations
@@ -19,6 +31,7 @@ from typing import Any
 import numpy as np
 
 from trainers.prompting import PromptConfig, build_messages, extract_task, parse_action
+from trainers.semantic import semantic_state_key, similarity_anchor_keys
 
 __all__ = ["EpisodeResult", "GeneratedReply", "Rollout", "RolloutCollector", "StepRow", "slot_info"]
 
@@ -34,7 +47,11 @@ class GeneratedReply:
 
 @dataclass
 class StepRow:
-    """One env step: the model's input and output, and its step record."""
+    """One env step: the model's input and output, and its step record.
+
+    ``observation`` is ``o_t``'s text and ``env_reward`` the env's reward for the step
+    (unscaled, no penalty), from which the episode's outcome is summed.
+    """
 
     messages: list[dict[str, str]]
     prompt_ids: list[int]
@@ -43,6 +60,8 @@ class StepRow:
     action: str
     format_valid: bool
     record: dict[str, Any]
+    observation: str = ""
+    env_reward: float = 0.0
 
 
 @dataclass
@@ -113,7 +132,12 @@ class RolloutCollector:
         prompt_config: Prompt and action-parsing settings.
         invalid_action_penalty: Subtracted from ``r_t`` when the reply breaks the format.
         penalize_inadmissible: Also subtract it when the action is not admissible.
-        reward_scale: Multiplies env rewards and the outcome.
+        reward_scale: Multiplies env rewards and the outcome (the loss side only: the
+            ``score`` records stay the env's, in ``[0, 1]``).
+        similarity_threshold: When set, every collection also gives each row an
+            ``anchor_key`` merging observations of a task group whose text similarity
+            ratio is at least this (GiGPO's ``enable_similarity``, verl-agent: 0.95);
+            ``None`` skips that (quadratic) clustering.
     """
 
     def __init__(
@@ -123,12 +147,14 @@ class RolloutCollector:
         invalid_action_penalty: float = 0.1,
         penalize_inadmissible: bool = False,
         reward_scale: float = 1.0,
+        similarity_threshold: float | None = None,
     ) -> None:
         self.envs = envs
         self.prompt_config = prompt_config
         self.invalid_action_penalty = invalid_action_penalty
         self.penalize_inadmissible = penalize_inadmissible
         self.reward_scale = reward_scale
+        self.similarity_threshold = similarity_threshold
 
     def collect(
         self,
@@ -206,6 +232,7 @@ class RolloutCollector:
                         nxt,
                         float(rewards[i]),
                         bool(terminated[i] or truncated[i]),
+                        observation=str(observations[i]),
                     )  # fmt: skip
                 )
                 admissible = action in now.get("admissible_actions", ())
@@ -230,12 +257,37 @@ class RolloutCollector:
             episodes[i].truncated = True
         rows: list[StepRow] = []
         for i, episode_rows in rows_of.items():
-            # R_i: ALFWorld's win (1/0), WebShop's purchase score in [0, 1].
-            outcome = episodes[i].score * self.reward_scale
-            for row in episode_rows:
-                row.record["outcome"] = outcome
+            self.set_outcome(episode_rows, episodes[i].score)
             rows.extend(episode_rows)
+        self.add_anchor_keys(rows)
         return Rollout(rows=rows, episodes=list(episodes.values()), timings=timings)
+
+    def set_outcome(
+        self, rows: list[StepRow], score: float, records: list[dict[str, Any]] | None = None
+    ) -> None:
+        """Put an episode's outcome on its records: ``R_i`` (loss side) and its env ``score``.
+
+        ``R_i`` is the env's return over ``rows`` (the whole episode, root to end), times
+        ``reward_scale``; ``score`` (in ``[0, 1]``) is never scaled, so the reward scale and
+        the env's own shaping cannot turn a partial score into a success. ``records``:
+        where to write (default: the rows' own records).
+        """
+        outcome = sum(row.env_reward for row in rows) * self.reward_scale
+        for record in records if records is not None else [row.record for row in rows]:
+            record["outcome"] = outcome
+            record["score"] = score
+
+    def add_anchor_keys(self, rows: list[StepRow]) -> None:
+        """Give the rows GiGPO's similarity ``anchor_key`` (in row order, per task group), when enabled."""
+        if self.similarity_threshold is None or not rows:
+            return
+        keys = similarity_anchor_keys(
+            [row.observation for row in rows],
+            [row.record["group_id"] for row in rows],
+            self.similarity_threshold,
+        )
+        for row, key in zip(rows, keys, strict=True):
+            row.record["anchor_key"] = key
 
     def make_row(
         self,
@@ -249,11 +301,15 @@ class RolloutCollector:
         nxt: dict[str, Any],
         reward: float,
         done: bool,
+        *,
+        observation: str,
     ) -> StepRow:
         """One env step's row: its prompt and reply, and its step record (``outcome`` still 0).
 
-        ``now`` / ``nxt`` are one env's infos of ``o_t`` / ``o_{t+1}`` (see :func:`slot_info`);
-        shared with the branching collector (``trainers.branching``).
+        ``now`` / ``nxt`` are one env's infos of ``o_t`` / ``o_{t+1}`` (see :func:`slot_info`),
+        ``observation`` the text of ``o_t`` (its semantic key goes on the record); shared
+        with the branching and post-step collectors. :meth:`set_outcome` fills ``outcome``
+        and ``score`` when the episode ends.
         """
         action, format_valid = parsed
         admissible = action in now.get("admissible_actions", ())
@@ -271,8 +327,10 @@ class RolloutCollector:
             "next_state_key": int(nxt["state_key"]) if has_next else 0,
             "next_first_visit": bool(nxt["first_visit"]) if has_next else False,
             "reward": reward * self.reward_scale - penalty,
-            "outcome": 0.0,  # filled in when the episode ends
+            "outcome": 0.0,  # filled in when the episode ends (set_outcome)
+            "score": 0.0,
             "done": done,
+            "semantic_key": semantic_state_key(observation, str(now.get("task_id", ""))),
         }
         return StepRow(
             messages=conversation,
@@ -282,6 +340,8 @@ class RolloutCollector:
             action=action,
             format_valid=format_valid,
             record=record,
+            observation=observation,
+            env_reward=reward,
         )
 
     @staticmethod

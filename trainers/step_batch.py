@@ -40,16 +40,23 @@ RECORD_FIELDS: dict[str, str] = {
     "history_keys": "required; info['history_keys'] of o_t: K_t^(d) per depth, last = exact prefix",
     "first_visit": "required; info['first_visit'] of o_t (f_t)",
     "reward": "required; env reward r_t after a_t, invalid-action penalty included",
-    "outcome": "required; R of the record's rollout (ALFWorld won, WebShop score)",
+    "outcome": "required; R_i of the record's rollout on the loss side: what the env paid (ALFWorld won, "
+    "WebShop score), times the trainer's reward_scale",
     "done": "required; True on the rollout's last step (terminated or truncated)",
+    "score": "optional (all records or none); the rollout's env score in [0, 1] (info['score'], else "
+    "info['won']), never scaled: success and potentials read it; default: outcome",
     "next_state_key": "optional; k(o_{t+1}); default: the next step's state_key, 0 after the last step",
     "next_first_visit": "optional; f_{t+1}; default: the next step's first_visit, False after the last "
     "(with next_state_key given: whether that key is new in the rollout)",
     "semantic_key": "optional (all records or none); coarser key of o_t for ProGPO-R's semantic expansion",
     "anchor_key": "optional (all records or none); anchor override for GiGPO's similarity option",
+    "path_count": "optional (all records or none); finished root-to-leaf paths through the row (3SPO's "
+    "branching DFS, where a row's branch shares it with the paths forked below); default: 1 if the "
+    "row's rollout finished, else 0",
+    "path_successes": "optional (with path_count); those of the paths that succeeded",
 }
 
-_OPTIONAL_ROW_KEYS = ("semantic_key", "anchor_key")
+_OPTIONAL_ROW_KEYS = ("semantic_key", "anchor_key", "path_count", "path_successes")
 _REQUIRED = tuple(name for name, doc in RECORD_FIELDS.items() if doc.startswith("required"))
 
 
@@ -69,11 +76,18 @@ class StepBatch:
         first_visit: bool ``[rows]``, ``f_t``.
         next_first_visit: bool ``[rows]``, ``f_{t+1}`` (False when unknown).
         reward: float32 ``[rows]``, ``r_t`` (invalid-action penalty included).
-        outcome: float32 ``[rows]``, ``R_i`` of the row's rollout.
+        outcome: float32 ``[rows]``, ``R_i`` of the row's rollout (loss side: scaled with the
+            rewards).
         done: bool ``[rows]``, the rollout's last step.
+        score: float32 ``[rows]``, the rollout's env score in ``[0, 1]``, never scaled: what
+            success (3SPO), potentials (ProGPO-R) and score thresholds (ProGPO-C) read.
+            Defaults to ``outcome`` (batches built by hand, at reward scale 1).
         semantic_key: optional int64 ``[rows]``, a coarser key of ``o_t`` (ProGPO-R).
         anchor_key: optional int64 ``[rows]``, replaces ``state_key`` as GiGPO's anchor
             (e.g. similarity-merged observations).
+        path_count: optional int64 ``[rows]``, finished root-to-leaf paths through the row
+            (3SPO's branching DFS: the rows before a fork belong to every path below it).
+        path_successes: optional int64 ``[rows]``, how many of them succeeded.
     """
 
     group_id: torch.Tensor
@@ -87,10 +101,17 @@ class StepBatch:
     reward: torch.Tensor
     outcome: torch.Tensor
     done: torch.Tensor
+    score: torch.Tensor | None = None
     semantic_key: torch.Tensor | None = None
     anchor_key: torch.Tensor | None = None
+    path_count: torch.Tensor | None = None
+    path_successes: torch.Tensor | None = None
 
     def __post_init__(self) -> None:
+        if self.score is None:  # hand-made batches: outcomes are scores (reward scale 1)
+            self.score = self.outcome
+        if (self.path_count is None) != (self.path_successes is None):
+            raise ValueError("StepBatch.path_count and path_successes go together: give both or neither")
         rows = self.group_id.shape[0]
         for field in dataclasses.fields(self):
             value = getattr(self, field.name)
@@ -172,11 +193,16 @@ class StepBatch:
             outcome=torch.tensor([float(r["outcome"]) for r in rows], dtype=torch.float32),
             done=torch.tensor([bool(r["done"]) for r in rows]),
         )
-        for name in _OPTIONAL_ROW_KEYS:
+        for name in ("score", *_OPTIONAL_ROW_KEYS):
             present = [r.get(name) is not None for r in rows]
             if any(present) and not all(present):
                 raise ValueError(f"'{name}' is set on some records only: give it on every record or none")
-            batch_fields[name] = ints(name) if all(present) else None
+            if not all(present):
+                batch_fields[name] = None
+            elif name == "score":
+                batch_fields[name] = torch.tensor([float(r[name]) for r in rows], dtype=torch.float32)
+            else:
+                batch_fields[name] = ints(name)
 
         # Next-state fields: supplied values win, the rest come from the next step.
         layout = TrajectoryLayout.build(batch_fields["traj_id"], batch_fields["step"])

@@ -18,6 +18,7 @@ __all__ = [
     "anchor_ids",
     "episode_term",
     "group_size_diagnostics",
+    "merged_anchor_diagnostics",
     "safe_mean",
 ]
 
@@ -35,6 +36,7 @@ class BatchIndex:
         layout: rows sorted by (rollout, step), next rows (:class:`TrajectoryLayout`).
         traj_group: dense group id of each rollout ``[num_traj]``.
         traj_outcome: ``R_i`` of each rollout, float64 ``[num_traj]``.
+        traj_score: the env score (in ``[0, 1]``) of each rollout, float64 ``[num_traj]``.
     """
 
     def __init__(self, batch: StepBatch) -> None:
@@ -72,6 +74,17 @@ class BatchIndex:
         """``R_i`` of each rollout (float64)."""
         out = torch.zeros(self.num_traj, dtype=torch.float64, device=self.group.device)
         return out.scatter_(0, self.traj, self.batch.outcome.to(torch.float64))
+
+    @cached_property
+    def traj_score(self) -> torch.Tensor:
+        """The env score of each rollout (float64, in ``[0, 1]`` whatever the reward scale)."""
+        out = torch.zeros(self.num_traj, dtype=torch.float64, device=self.group.device)
+        return out.scatter_(0, self.traj, self.batch.score.to(torch.float64))
+
+    @cached_property
+    def lone_rows(self) -> torch.Tensor:
+        """Bool ``[rows]``: the row's task group holds a single rollout (no peer to compare with)."""
+        return (self.rollouts_per_group() == 1).index_select(0, self.group)
 
     @classmethod
     def build(cls, batch: StepBatch) -> BatchIndex:
@@ -120,9 +133,17 @@ def anchor_ids(batch: StepBatch, index: BatchIndex, use_anchor_key: bool = False
 
 
 def all_failed_groups(index: BatchIndex, threshold: float | None = None) -> torch.Tensor:
-    """Bool ``[num_groups]``: every outcome is 0 (``threshold=None``) or below ``threshold``."""
-    outcome = index.batch.outcome.to(torch.float64)
-    ok = outcome != 0 if threshold is None else outcome >= threshold
+    """Bool ``[num_groups]``: the env paid nothing to any rollout, or every score is below ``threshold``.
+
+    ``threshold=None``: every outcome ``R_i`` is 0, i.e. the episode term has no signal (0 at any
+    reward scale, and 0 where the env's own shaping pays nothing, e.g. WebShop's
+    ``reward_type="won"`` for a 0.75 score). A number: every env score (``StepBatch.score``, in
+    ``[0, 1]``, never scaled) is below it.
+    """
+    if threshold is None:
+        ok = index.batch.outcome != 0
+    else:
+        ok = index.batch.score.to(torch.float64) >= threshold
     return segment_sum(ok.to(torch.long), index.group, index.num_groups) == 0
 
 
@@ -142,6 +163,16 @@ def group_size_diagnostics(prefix: str, ids: torch.Tensor, num: int) -> dict[str
         f"{prefix}/mean_size": safe_mean(size),
         f"{prefix}/singleton_frac": safe_mean(size == 1),
     }
+
+
+def merged_anchor_diagnostics(
+    batch: StepBatch, index: BatchIndex, ids: torch.Tensor, num: int
+) -> dict[str, torch.Tensor]:
+    """``anchor/merged_groups``: anchor groups that hold more than one state key (similarity merges)."""
+    pairs, num_pairs = dense_ids((ids, num), batch.state_key)
+    anchor_of_pair = ids.new_zeros(num_pairs).scatter_(0, pairs, ids)
+    keys_per_anchor = segment_sum(torch.ones_like(anchor_of_pair), anchor_of_pair, num)
+    return {"anchor/merged_groups": (keys_per_anchor > 1).sum().to(torch.float64)}
 
 
 def base_diagnostics(index: BatchIndex) -> dict[str, torch.Tensor]:

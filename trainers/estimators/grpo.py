@@ -4,6 +4,13 @@
 - GiGPO: ``A_t = A^E_i + ω · z(Q_t | anchor group)`` where anchor groups are the rows
   of one task group with equal ``k(o_t)``, ``Q_t = Σ_{j≥t} γ^{j-t} r_j`` and a
   singleton anchor group gives 0.
+
+A lone rollout (a task group of one rollout) keeps verl-agent's statistics, so that
+GRPO/GiGPO reproduce the papers: with ``episode_stats="steps"`` its rows all carry the
+same return, so ``A^E = 0`` unless it has a single row (mean 0, std 1: ``A^E = R_i / (1 + ε)``);
+with ``episode_stats="rollouts"`` it is the group's only member: ``A^E = R_i / (1 + ε)``
+on every row (``R_i`` with ``norm="mean"``). GiGPO's step term still compares the
+rollout's own revisits of a state (an anchor group may hold several steps of one rollout).
 """
 
 from __future__ import annotations
@@ -18,6 +25,7 @@ from trainers.estimators.common import (
     base_diagnostics,
     episode_term,
     group_size_diagnostics,
+    merged_anchor_diagnostics,
 )
 from trainers.segment_ops import discounted_returns, zscore
 from trainers.step_batch import StepBatch
@@ -68,4 +76,11 @@ def gigpo(
     index = BatchIndex.build(batch)
     step, ids, num = gigpo_step_term(batch, index, config)
     advantages = episode_term(batch, index, config) + config.omega * step
-    return advantages, lambda: base_diagnostics(index) | group_size_diagnostics("anchor", ids, num)
+
+    def diagnostics() -> dict[str, torch.Tensor]:
+        anchors = group_size_diagnostics("anchor", ids, num) | merged_anchor_diagnostics(
+            batch, index, ids, num
+        )
+        return base_diagnostics(index) | anchors
+
+    return advantages, diagnostics

@@ -11,6 +11,13 @@ Other groups keep the base estimator's advantages (GRPO or GiGPO). In all-failed
 groups the coverage term is added to the base advantage (``replace_base=False``),
 which equals the formula for GRPO (its advantages are exactly 0 there) and keeps
 GiGPO's penalty-driven step term.
+
+All-failed means the env paid nothing to any rollout (every ``R_i = 0``, whatever the
+reward scale), or, with ``failed_threshold``, that every env score (``StepBatch.score``,
+in ``[0, 1]``) is below it. A lone rollout (a task group of one rollout) has no peer to
+rank against: its ``z(C_i | group)`` is 0, so it keeps the base advantage (see
+:mod:`trainers.estimators.grpo` for the base's lone-rollout rule); at the step level,
+``z(U_t | anchor group)`` still compares its own revisits of a state.
 """
 
 from __future__ import annotations
@@ -26,6 +33,7 @@ from trainers.estimators.common import (
     base_diagnostics,
     episode_term,
     group_size_diagnostics,
+    merged_anchor_diagnostics,
     safe_mean,
 )
 from trainers.estimators.grpo import gigpo_step_term
@@ -92,6 +100,7 @@ def progpo_c(
                 # Share of all-failed groups whose rollouts differ in coverage (the term is non-zero).
                 "coverage/active_frac": safe_mean(spread[failed]),
             }
+            | merged_anchor_diagnostics(batch, index, *anchor_groups)
         )
 
     return advantages, diagnostics

@@ -4,10 +4,12 @@ For a row at step ``t`` of rollout ``i`` (``P_t``: rows with the same exact-pref
 
 1. ``A^P_t = z(Q_t | P_t)``: fair comparison of actions taken in the same context.
 2. Per depth column ``d`` of ``history_keys`` (and the semantic key when
-   ``n_∞ < n_min``): ``n_d`` visits and ``S_d`` summed outcomes of the key in the
+   ``n_∞ < n_min``): ``n_d`` visits and ``S_d`` summed env scores of the key in the
    batch (plus the optional moving-average table of :class:`ProGPORState`);
    ``Φ_d = (S_d + m p_0) / (n_d + m)``, ``Var_d = Φ_d (1 - Φ_d) / (n_d + m + 1)``
-   with ``p_0`` the mean outcome of the row's group over its rollouts.
+   with ``p_0`` the mean score of the row's group over its rollouts. Scores are
+   ``StepBatch.score``, in ``[0, 1]`` at any reward scale, so ``Φ`` estimates a success
+   rate; the rewards in ``c_t`` are the loss side (scaled).
 3. Inverse-variance fusion: ``Φ = Σ Φ_d / Var_d / Σ 1 / Var_d``, ``V = 1 / Σ 1 / Var_d``.
 4. ``c_t = r_t + γ Φ(s_{t+1}) - Φ(s_t)`` (``Φ = 0`` after the rollout's last row),
    ``ρ_t = n_eff / (n_eff + κ)`` with ``n_eff = Φ (1 - Φ) / V``.
@@ -16,10 +18,19 @@ For a row at step ``t`` of rollout ``i`` (``P_t``: rows with the same exact-pref
 ``Φ_d (1 - Φ_d)`` is floored at ``variance_floor`` (ours): with ``p_0 = 0`` (an
 all-failed group) and no success at the key, ``Φ_d = 0`` and the plain formula
 would divide by zero.
+
+A lone rollout (a task group of one rollout; ours): its episode term follows
+verl-agent's rule (see :mod:`trainers.estimators.grpo`); its exact prefixes are all
+unique, so every row takes the potential term. Every visit's score is the prior
+``p_0`` there, so ``Φ = p_0`` (unless the table or another group of the same task shares
+a key) and ``c_t = r_t + (γ - 1) p_0`` (``r_t - p_0`` on the last step) ranks its steps
+by their rewards (penalties); the estimator keeps that within-rollout credit rather
+than zeroing it.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -61,10 +72,10 @@ def _use_semantic(batch: StepBatch, config: ProGPOREstimatorConfig) -> bool:
 class ProGPORState:
     """Optional moving-average potential table across iterations (ProGPO-R).
 
-    Per key (every depth column and the semantic key): ``n`` visits and ``S`` summed
-    outcomes, decayed by ``ema_decay`` each :meth:`update`. Pass the state to
-    ``compute_advantages`` first, then call :meth:`update` with the same batch, so a
-    batch is never counted twice.
+    Per key (every depth column and the semantic key): ``n`` visits and ``S`` summed env
+    scores (``StepBatch.score``), decayed by ``ema_decay`` each :meth:`update`. Pass the
+    state to ``compute_advantages`` first, then call :meth:`update` with the same batch,
+    so a batch is never counted twice.
 
     Args:
         config: the estimator's config (``depth_columns``, ``use_semantic``, ``ema_decay``).
@@ -83,8 +94,8 @@ class ProGPORState:
         if _use_semantic(batch, self.config):
             columns.append(batch.semantic_key)
         keys = torch.cat(columns)
-        outcome = batch.outcome.to(torch.float64).repeat(len(columns))
-        values = torch.stack([torch.ones_like(outcome), outcome], dim=1)
+        score = batch.score.to(torch.float64).repeat(len(columns))
+        values = torch.stack([torch.ones_like(score), score], dim=1)
         self.table = self.table.merge(keys, values, decay=self.config.ema_decay).prune(0, self.min_count)
         self.iterations += 1
 
@@ -97,6 +108,15 @@ class ProGPORState:
         self.table = KeyTable.from_state_dict(state["table"])
         self.iterations = int(state["iterations"])
         self.min_count = float(state.get("min_count", self.min_count))
+
+
+@dataclass(frozen=True)
+class _Fusion:
+    phi: torch.Tensor  # fused potential Φ of every row
+    variance: torch.Tensor  # its variance V
+    semantic_used: torch.Tensor  # the semantic key joined the row's fusion (n_∞ < n_min)
+    expanded: torch.Tensor  # ... and pooled more visits than any history key of the row
+    semantic_ids: tuple[torch.Tensor, int] | None  # dense ids of the semantic key
 
 
 def fused_potentials(
@@ -118,20 +138,31 @@ def fused_potentials(
     Returns:
         ``(phi, variance, semantic_used)``: float64, float64 and bool ``[rows]``.
     """
+    fusion = _fuse(batch, index, config, table, prefix)
+    return fusion.phi, fusion.variance, fusion.semantic_used
+
+
+def _fuse(
+    batch: StepBatch,
+    index: BatchIndex,
+    config: ProGPOREstimatorConfig,
+    table: KeyTable | None = None,
+    prefix: tuple[torch.Tensor, int] | None = None,
+) -> _Fusion:
     m = config.prior_strength
-    prior = segment_stats(index.traj_outcome, index.traj_group, index.num_groups).mean.index_select(
+    prior = segment_stats(index.traj_score, index.traj_group, index.num_groups).mean.index_select(
         0, index.group
     )
-    outcome = batch.outcome.to(torch.float64)
-    precision = torch.zeros_like(outcome)
-    weighted = torch.zeros_like(outcome)
+    score = batch.score.to(torch.float64)
+    precision = torch.zeros_like(score)
+    weighted = torch.zeros_like(score)
 
     def visits(
         key: torch.Tensor, dense: tuple[torch.Tensor, int] | None = None
     ) -> tuple[torch.Tensor, torch.Tensor]:
         ids, num = dense if dense is not None else dense_ids(key)
-        n = segment_sum(torch.ones_like(outcome), ids, num).index_select(0, ids)
-        s = segment_sum(outcome, ids, num).index_select(0, ids)
+        n = segment_sum(torch.ones_like(score), ids, num).index_select(0, ids)
+        s = segment_sum(score, ids, num).index_select(0, ids)
         if table is not None:
             pooled = table.lookup(key)
             n, s = n + pooled[:, 0], s + pooled[:, 1]
@@ -150,18 +181,25 @@ def fused_potentials(
     columns = _depth_columns(batch, config)
     last = batch.history_keys.shape[1] - 1
     n_prefix = None
+    n_history = torch.zeros_like(score)  # the most visits any history key of the row pools
     for column in columns:
         n, s = visits(batch.history_keys[:, column], prefix if column == last else None)
         add(n, s)
+        n_history = torch.maximum(n_history, n)
         if column == last:
             n_prefix = n
     semantic_used = torch.zeros_like(batch.done)
+    expanded = semantic_used
+    semantic_ids = None
     if _use_semantic(batch, config):
         if n_prefix is None:
             n_prefix = visits(batch.history_keys[:, last], prefix)[0]
         semantic_used = n_prefix < config.min_prefix_visits
-        add(*visits(batch.semantic_key), active=semantic_used)
-    return weighted / precision, 1.0 / precision, semantic_used
+        semantic_ids = dense_ids(batch.semantic_key)
+        n_semantic, s_semantic = visits(batch.semantic_key, semantic_ids)
+        add(n_semantic, s_semantic, active=semantic_used)
+        expanded = semantic_used & (n_semantic > n_history)
+    return _Fusion(weighted / precision, 1.0 / precision, semantic_used, expanded, semantic_ids)
 
 
 def progpo_r(
@@ -189,7 +227,8 @@ def progpo_r(
 
     # Transition credit from the fused potentials.
     table = None if state is None else state.table
-    phi, variance, semantic_used = fused_potentials(batch, index, config, table, (prefix, num_prefix))
+    fusion = _fuse(batch, index, config, table, (prefix, num_prefix))
+    phi, variance = fusion.phi, fusion.variance
     has_next = (layout.next_row >= 0) & ~batch.done
     phi_next = torch.where(has_next, phi.index_select(0, layout.next_row.clamp_min(0)), 0.0)
     reward = batch.reward.to(torch.float64)
@@ -217,8 +256,18 @@ def progpo_r(
                 "prefix/singleton_row_frac": safe_mean(singleton),
                 "potential/mean": safe_mean(phi),
                 "potential/reliability_mean": safe_mean(reliability[singleton]),
-                "potential/semantic_frac": safe_mean(semantic_used),
+                "potential/semantic_frac": safe_mean(fusion.semantic_used),
+                "potential/expanded_groups": _expanded_groups(fusion),
             }
         )
 
     return advantages, diagnostics
+
+
+def _expanded_groups(fusion: _Fusion) -> torch.Tensor:
+    """Semantic groups that pooled, for some row, more visits than any of its history keys."""
+    if fusion.semantic_ids is None:
+        return torch.zeros((), dtype=torch.float64, device=fusion.phi.device)
+    ids, num = fusion.semantic_ids
+    hits = segment_sum(fusion.expanded.to(torch.long), ids, num)
+    return (hits > 0).sum().to(torch.float64)

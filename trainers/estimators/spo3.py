@@ -2,7 +2,9 @@
 
 Table (:class:`SPO3State`), keyed by ``k(o)`` (or per task): ``N_total``, ``N_succ``;
 every finished rollout adds 1 to ``N_total`` of each *distinct* state it visited and
-1 to ``N_succ`` if it succeeded. ``τ = 1 +`` rollouts recorded so far.
+1 to ``N_succ`` if it succeeded (its env score, ``StepBatch.score`` in ``[0, 1]``, is at
+least ``success_threshold``: the reward scale never makes a success). ``τ = 1 +``
+rollouts recorded so far.
 
 - ``S(s) = exp(-α log τ · N_succ / (N_total + ε)) · 1{N_fail < ξ ∨ N_succ / N_total > ζ}``,
   ``S = 1`` for unvisited states.
@@ -11,6 +13,12 @@ every finished rollout adds 1 to ``N_total`` of each *distinct* state it visited
   the last row) both transition terms are 0 (ours).
 - ``A_t = z(R_t | anchor group)`` (mean-only by default), optionally of the
   discounted returns of ``R_t`` and plus ``A^E_i``.
+- A lone rollout (a task group with one rollout in the batch: the adaptive size
+  ``n = 1``, or in post-step mode a group's last live rollout) rolls out without
+  update: all its rows get ``A_t = 0`` (its visits still enter the table).
+- ``n(s) = ⌈G_max · S(s)⌉`` (:func:`adaptive_group_sizes`), ``≥ 1`` wherever the
+  ``ξ``/``ζ`` filter keeps ``s`` (``S > 0`` there, however small); ``0`` only where it
+  does not.
 
 The paper updates the table after each finished rollout, before the batch's step
 rewards are scored, so :func:`spo3` scores with the table *plus* the batch's finished
@@ -19,6 +27,9 @@ A rollout's distinct states are its rows with ``first_visit`` (``f_t = 1``) plus
 terminal observation when the collector gives its key and it is new
 (``next_first_visit`` of the done row), so the env's first-visit flags must be
 consistent with the state keys (as ``agentgym_rl.keys.EpisodeKeys`` makes them).
+Rows of the branching DFS (``trainers.branching``) carry ``path_count`` /
+``path_successes``: a row before a fork belongs to every finished path below it, so
+its first visit counts once per such path (the table counts root-to-leaf paths).
 """
 
 from __future__ import annotations
@@ -78,26 +89,40 @@ class _BatchCounts:
     finished: torch.Tensor  # 0-dim int64: rollouts recorded by this batch
 
 
+def _successes(batch: StepBatch, config: SPO3EstimatorConfig) -> torch.Tensor:
+    """Bool ``[rows]``: the row's rollout succeeded (env score ``>= success_threshold``, unscaled)."""
+    return batch.score.to(torch.float64) >= config.success_threshold
+
+
 def _batch_counts(batch: StepBatch, index: BatchIndex, config: SPO3EstimatorConfig) -> _BatchCounts:
     """Distinct states of every finished rollout: its first visits (``f_t = 1``) plus a
-    known terminal observation that is new (``next_first_visit`` of the done row)."""
+    known terminal observation that is new (``next_first_visit`` of the done row).
+
+    With ``path_count`` / ``path_successes`` (branching DFS), a row counts once for each
+    finished path through it; every path still has one done row, its leaf.
+    """
     key, next_key = _state_keys(batch, index, config)
     keys, row, next_row = _dense_pair(key, next_key)
     inverse, num_keys = torch.cat([row, next_row]), keys.numel()
     finished = batch.done.sum()
-    if int(finished) == index.num_traj:  # every rollout ended (the usual case)
-        finished_row = torch.ones_like(batch.done)
+    if batch.path_count is not None:
+        paths = batch.path_count.to(torch.float64)
+        wins = batch.path_successes.to(torch.float64)
     else:
-        traj_finished = segment_sum(batch.done.to(torch.long), index.traj, index.num_traj) > 0
-        finished_row = traj_finished.index_select(0, index.traj)
+        if int(finished) == index.num_traj:  # every rollout ended (the usual case)
+            finished_row = torch.ones_like(batch.done)
+        else:
+            traj_finished = segment_sum(batch.done.to(torch.long), index.traj, index.num_traj) > 0
+            finished_row = traj_finished.index_select(0, index.traj)
+        paths = finished_row.to(torch.float64)
+        wins = (finished_row & _successes(batch, config)).to(torch.float64)
     visit = torch.cat(
-        [batch.first_visit & finished_row & (key != 0), batch.done & batch.next_first_visit & (next_key != 0)]
-    )
-    success = batch.outcome.to(torch.float64) >= config.success_threshold
+        [batch.first_visit & (key != 0), batch.done & batch.next_first_visit & (next_key != 0)]
+    ).to(torch.float64)
     added = torch.stack(
         [
-            segment_sum(visit.to(torch.float64), inverse, num_keys),
-            segment_sum((visit & success.repeat(2)).to(torch.float64), inverse, num_keys),
+            segment_sum(visit * paths.repeat(2), inverse, num_keys),
+            segment_sum(visit * wins.repeat(2), inverse, num_keys),
         ],
         dim=1,
     )
@@ -248,7 +273,7 @@ def spo3_step_rewards(
     # An unknown next observation contributes no progress: S(s_{t+1}) := S(s_t).
     progress = torch.where(known, score - score_of_key.index_select(0, counts.next_row), 0.0)
     changed = known & (counts.next_row != counts.row)
-    success = batch.done & (batch.outcome.to(torch.float64) >= config.success_threshold)
+    success = batch.done & _successes(batch, config)
     rewards = omega * changed + (0.5 - omega) * progress + 0.5 * success
     parts = {
         "score": score,
@@ -285,6 +310,8 @@ def spo3(
     )
     if config.add_episode:
         advantages = advantages + episode_term(batch, index, config)
+    # n = 1 "rolls out without update (no peer)": a lone rollout's rows get no advantage.
+    advantages = torch.where(index.lone_rows, 0.0, advantages)
 
     def diagnostics() -> dict[str, torch.Tensor]:
         return (
@@ -308,6 +335,8 @@ def adaptive_group_sizes(
     """3SPO's adaptive group size ``n(s_0) = ⌈G_max · S(s_0)⌉`` of each task.
 
     ``n = 0`` means "skip the task" (no rollout), ``n = 1`` a rollout without a peer.
+    ``S > 0`` gives ``n ≥ 1`` however small ``S`` is (even below float64's range:
+    ``exp`` is never 0); ``n = 0`` only where the ``ξ``/``ζ`` filter zeroes ``S``.
 
     Args:
         task_initial_keys: the table key of each task's first observation (``k(o_0)``,
@@ -324,7 +353,9 @@ def adaptive_group_sizes(
         return [config.g_max] * int(keys.numel())
     total, succ = state.counts(keys)
     tau = torch.tensor(float(state.tau), dtype=torch.float64)
-    score = _score(total, succ, tau, config)[0]
-    # Round before ceil so that 8 * 0.125 = 1.0000000001 does not become 2.
+    score, keep = _score(total, succ, tau, config)
+    # Round before ceil so that 8 * 0.125 = 1.0000000001 does not become 2; the rounding (or an
+    # underflow of exp) must not turn a kept state's tiny S > 0 into n = 0, hence the floor of 1.
     sizes = torch.ceil(torch.round(config.g_max * score, decimals=9)).to(torch.long)
-    return sizes.clamp(0, config.g_max).tolist()
+    sizes = torch.where(keep, sizes.clamp(1, config.g_max), torch.zeros_like(sizes))
+    return sizes.tolist()
