@@ -272,3 +272,54 @@ def test_trainer_post_step_updates(tmp_path, envs):
     assert trainer.estimator_state.num_rollouts == 6
     with pytest.raises(ValueError, match="estimator='3spo'"):
         StepGRPOConfig(output_dir=str(tmp_path), estimator="grpo", post_step_updates=2, use_cpu=True)
+
+
+def _fork_tree():
+    """S0 -> S1 -> {S2a -> lose, lose; S2b -> win, lose} (a scripted game; rewards 1 on the win)."""
+    from scripted_envs import End, ScriptedGame
+
+    text = {
+        "S0": "You are at the gate. Your task is to: find the treasure.",
+        "S1": "A fork in the road.",
+        "S2a": "The left room, with a red door and a blue door.",
+        "S2b": "The right room, with a gold door and a gray door.",
+        "La1": "A trap behind the red door.",
+        "La2": "A trap behind the blue door.",
+        "W": "The treasure behind the gold door.",
+        "Lb": "A trap behind the gray door.",
+    }
+    moves = {
+        "S0": {"go on": "S1"},
+        "S1": {"go left": "S2a", "go right": "S2b"},
+        "S2a": {"open red door": "La1", "open blue door": "La2"},
+        "S2b": {"open gold door": "W", "open gray door": "Lb"},
+    }
+    lose = End(won=False, score=0.0, reward=0.0)
+    ends = {"La1": lose, "La2": lose, "Lb": lose, "W": End(won=True, score=1.0, reward=1.0)}
+    return ScriptedGame("S0", text, moves, ends), text
+
+
+def test_dfs_paths_credit_every_state_on_them_including_the_shared_prefix():
+    from scripted_envs import ScriptedGroupEnv, kth_policy
+
+    from agentgym_rl.keys import state_key
+
+    game, text = _fork_tree()
+    envs = ScriptedGroupEnv({"tree": game}, num_tasks=1, group_size=2)
+    state = SPO3State()
+    # Two slots: n(s) = min(8, 2) = 2 replies a state; S0 has one action, so 1 + 2 + 2 + 2 = 7 env steps.
+    rollout = _collector(envs, state).collect(kth_policy, ["tree"], budget=7, seed=0)
+    assert len(rollout.rows) == 7 and sum(row.record["done"] for row in rollout.rows) == 4
+    key = {name: state_key(t) for name, t in text.items()}
+    # Four finished root-to-leaf paths, one won: every state counts once per path through it.
+    expected = {"S0": (4, 1), "S1": (4, 1), "S2a": (2, 0), "S2b": (2, 1), "W": (1, 1), "La1": (1, 0)}
+    # The trainer's table, updated from the rows as for plain rollouts, and the search's working
+    # table (it ranks and sizes the later expansions with it).
+    batch = StepBatch.from_records(rollout.records)
+    assert torch.isfinite(compute_advantages("3spo", batch, state.config, state)).all()
+    state.update(batch)
+    for table in (state, rollout.table):
+        assert table.num_rollouts == 4
+        for name, (total, succ) in expected.items():
+            counts = table.counts(torch.tensor([key[name]]))
+            assert (counts[0].item(), counts[1].item()) == (total, succ), name

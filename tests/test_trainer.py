@@ -284,3 +284,49 @@ def test_one_training_step_on_webshop(model_path, tmp_path):
     assert all(not torch.equal(before[n], p) for n, p in trainer.model.named_parameters())
     for other in ESTIMATORS:  # every estimator takes WebShop rows
         assert torch.isfinite(compute_advantages(other, batch)).all(), other
+
+
+def _babble_rooms() -> dict:
+    """Two tasks where any reply leads to a room whose text differs per rollout in one instance number."""
+    from scripted_envs import ScriptedGame
+
+    games = {}
+    for task, thing in (("apple", "a apple {r}, a bread 1"), ("mug", "a mug {r}, a plate 1")):
+        text = {
+            "start": f"You are in the kitchen. Your task is to: put the {task} in the fridge.",
+            "room": f"You arrive at the countertop 1. On the countertop 1, you see {thing}, a knife 1, "
+            "a spoon 1, a pan 1, and a kettle 1.",
+        }
+        games[task] = ScriptedGame("start", text, {"start": {}, "room": {}}, fallback="room")
+    return games
+
+
+@pytest.mark.parametrize(
+    "estimator,estimator_kwargs,diagnostic",
+    [
+        ("progpo_r", {}, "advantages/potential/expanded_groups"),
+        ("gigpo", {"enable_similarity": True}, "advantages/anchor/merged_groups"),
+    ],
+)
+def test_one_training_step_expands_semantic_and_similar_states(
+    estimator, estimator_kwargs, diagnostic, model_path, tmp_path
+):
+    """Rows from the trainer's own collector carry the semantic / similarity keys, and expansion runs.
+
+    Whatever the tiny model says, rollout r of a task sees the start page, then "... a apple r ..."
+    twice (3 steps): distinct state keys and exact prefixes across rollouts, one semantic key, and
+    texts similar enough (ratio >= 0.95) to share a GiGPO anchor. ProGPO-R: the room's semantic key
+    pools 4 visits where its history keys pool at most 2 (one group per task); GiGPO: one anchor per
+    task merges the two rollouts' room keys.
+    """
+    from scripted_envs import ScriptedGroupEnv
+
+    envs = ScriptedGroupEnv(_babble_rooms(), num_tasks=2, group_size=2, max_steps=3)
+    args = _config(tmp_path, estimator=estimator, estimator_kwargs=estimator_kwargs)
+    trainer = StepGRPOTrainer(model=model_path, args=args, envs=envs)
+    trainer.train()
+    log = trainer.state.log_history[0]
+    assert math.isfinite(log["loss"]) and log["env/rows"] == 12
+    if estimator == "progpo_r":  # rows at steps 1 and 2 have unique prefixes: the semantic key joins
+        assert log["advantages/potential/semantic_frac"] == pytest.approx(8 / 12)
+    assert log[diagnostic] == 2.0

@@ -147,6 +147,8 @@ class StepGRPOTrainer(GRPOTrainer):
         )
         # Estimator
         self.estimator_config = args.make_estimator_config()
+        if getattr(self.estimator_config, "enable_similarity", False):  # GiGPO's anchors need the text
+            self.collector.similarity_threshold = self.estimator_config.similarity_threshold
         self.estimator_state = make_state(args.estimator, self.estimator_config)
         self._task_rng = np.random.default_rng(args.seed + 7919 * self.accelerator.process_index)
         self._initial_keys: dict[str, int] = {}  # task -> k(o_0), for 3SPO's task-level group sizes
