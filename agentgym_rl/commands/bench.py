@@ -51,6 +51,7 @@ QUICK_VALUES: dict[str, Any] = {
     "sizes": [10_000],
     "reference_max_rows": 10_000,
     "async_vector": False,
+    "smoke": True,  # bench_learning: 1 seed, 2 RL steps
 }
 
 _RATIO = re.compile(r"(?<![\w.])(\d+(?:\.\d+)?)\s?[x×](?![\w])")

@@ -1,0 +1,405 @@
+"""Learning curves: clone the expert (SFT), then step-level RL per estimator, evaluated on held-out tasks.
+
+For each env (ALFWorld generated games, WebShop generated shop):
+
+1. expert trajectories on the train split (``trainers.trajectories``) and one SFT checkpoint
+   (``trainers.sft``), evaluated on held-out tasks: the curves' step 0;
+2. for every estimator × seed, ``rl_steps`` StepGRPOTrainer steps from that checkpoint (its KL
+   reference is the SFT model), evaluated every ``eval_every`` steps as the leaderboard
+   evaluates (``benchmarks.leaderboard``: same prompts, same success/score), on the held-out
+   split and, when ``../shared`` data is present and ``real_episodes`` > 0, on the real
+   ALFWorld ``valid_unseen`` games;
+3. a JSON of every point and diagnostic, a Markdown table of mean ± std per estimator at each
+   evaluation point (with ``advantages/groups/all_zero_frac``, entropy, KL, clip ratio and
+   advantage scale beside it), and a PNG of the curves with ±std bands.
+
+``--smoke`` (1 seed, 2 RL steps, small sizes) checks the whole pipeline in a few minutes.
+
+    python -m benchmarks.bench_learning                      # ALFWorld + WebShop, 5 estimators x 3 seeds
+    python -m benchmarks.bench_learning --env alfworld --smoke
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import statistics
+import tempfile
+import time
+from dataclasses import asdict, dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from benchmarks.report import commit, machine, run_cli, write_result
+
+ESTIMATORS = ["grpo", "gigpo", "progpo_c", "progpo_r", "3spo"]
+#: Trainer log keys shown beside the curves (TRL's names and ours).
+DIAGNOSTICS = {
+    "all_zero": "advantages/groups/all_zero_frac",
+    "entropy": "entropy",
+    "kl": "kl",
+    "clip": "clip_ratio/region_mean",
+    "adv_abs": "advantages/abs_mean",
+    "train_success": "env/success_rate",
+}
+
+
+@dataclass
+class Args:
+    env: list[str] = field(default_factory=lambda: ["alfworld", "webshop"], metadata={"help": "Envs."})
+    """Envs to run: alfworld (generated games) and/or webshop (generated shop)."""
+    estimators: list[str] = field(default_factory=lambda: list(ESTIMATORS), metadata={"help": "Estimators."})
+    """Step-level estimators compared, each from the same SFT checkpoint."""
+    seeds: list[int] = field(default_factory=lambda: [0, 1, 2], metadata={"help": "RL seeds."})
+    """Seeds of the RL runs (task sampling, generation)."""
+    model: str = field(default="tiny", metadata={"help": "Model to clone: HF path, or 'tiny'."})
+    """Starting model: an HF path, or 'tiny' for the offline tiny Qwen2."""
+    # Data and SFT
+    train_games: int = field(default=240, metadata={"help": "ALFWorld generated train games."})
+    """ALFWorld generated train games (the SFT data and RL tasks)."""
+    heldout_games: int = field(default=48, metadata={"help": "ALFWorld generated held-out games."})
+    """ALFWorld generated held-out games (unseen scenes; the evaluation split)."""
+    num_products: int = field(default=500, metadata={"help": "WebShop generated catalogue size."})
+    """WebShop generated catalogue size (its train goals teach, its test goals evaluate)."""
+    expert_episodes: int = field(default=720, metadata={"help": "Expert episodes per env."})
+    """Expert episodes per env (tasks repeat with other random steps)."""
+    epsilon: float = field(default=0.15, metadata={"help": "Random-step probability of the expert."})
+    """Probability of a random admissible step in the expert's episodes (teaches recovery)."""
+    sft_epochs: float = field(default=3.0, metadata={"help": "SFT epochs."})
+    """SFT epochs."""
+    sft_learning_rate: float = field(default=5e-3, metadata={"help": "SFT learning rate."})
+    """SFT learning rate (a tiny random-init model needs a high one)."""
+    action_format: str = field(default="think_action", metadata={"help": "Reply format."})
+    """Reply format of the data and the trainer (think_action, action_tag, plain)."""
+    history_window: int = field(default=2, metadata={"help": "Past steps in the prompt."})
+    """Past (observation, action) pairs in each prompt."""
+    # RL
+    rl_steps: int = field(default=6, metadata={"help": "RL optimizer steps per run."})
+    """RL optimizer steps per estimator and seed."""
+    eval_every: int = field(default=3, metadata={"help": "Evaluate every this many RL steps."})
+    """Evaluate every this many RL steps (and at step 0, the SFT model)."""
+    num_tasks: int = field(default=4, metadata={"help": "Tasks per RL step."})
+    """Tasks per RL step (N)."""
+    group_size: int = field(default=4, metadata={"help": "Rollouts per task."})
+    """Rollouts per task (G)."""
+    max_env_steps: int = field(default=20, metadata={"help": "Episode step limit in RL and evaluation."})
+    """Episode step limit in RL and evaluation (generated games take ~7 expert steps)."""
+    learning_rate: float = field(default=1e-4, metadata={"help": "RL learning rate."})
+    """RL learning rate."""
+    beta: float = field(default=0.01, metadata={"help": "KL coefficient (reference: the SFT model)."})
+    """KL coefficient; the reference model is the SFT checkpoint."""
+    temperature: float = field(default=1.0, metadata={"help": "Rollout sampling temperature."})
+    """Sampling temperature of the RL rollouts."""
+    max_completion_length: int = field(default=40, metadata={"help": "Tokens per reply."})
+    """Tokens per reply (the expert's replies take ~25)."""
+    # Evaluation
+    eval_episodes: int = field(default=48, metadata={"help": "Held-out tasks per evaluation."})
+    """Held-out tasks per evaluation point (a fixed seeded sample)."""
+    eval_temperature: float = field(default=0.0, metadata={"help": "Evaluation temperature (0 greedy)."})
+    """Evaluation temperature (0: greedy, deterministic)."""
+    real_episodes: int = field(default=0, metadata={"help": "Real valid_unseen games per evaluation."})
+    """Real ALFWorld valid_unseen games per evaluation when ../shared data is present (0: skip)."""
+    env_workers: int = field(default=2, metadata={"help": "Env worker processes."})
+    """Env worker processes."""
+    smoke: bool = field(default=False, metadata={"help": "1 seed, 2 RL steps, small sizes."})
+    """Smoke mode: 1 seed, 2 RL steps and small sizes (a pipeline check, not a measurement)."""
+    output: str = field(
+        default="results/bench_learning", metadata={"help": "Folder for JSON, Markdown, PNG."}
+    )
+    """Folder for the JSON, Markdown and PNG results (and the checkpoints, under work/)."""
+
+
+def smoke_args(args: Args) -> Args:
+    """The smoke mode's sizes."""
+    return replace(
+        args, seeds=args.seeds[:1], rl_steps=2, eval_every=2, train_games=12, heldout_games=6,
+        num_products=100, expert_episodes=24, sft_epochs=1.0, num_tasks=2, group_size=2,
+        max_env_steps=6, eval_episodes=6, real_episodes=min(args.real_episodes, 2),
+    )  # fmt: skip
+
+
+def model_path(name: str) -> str:
+    if name != "tiny":
+        return name
+    from trainers.tiny_models import tiny_qwen2_path
+
+    return str(tiny_qwen2_path())
+
+
+def alfworld_games(args: Args) -> Path:
+    """A generated game set of ``train_games`` / ``heldout_games`` (valid_unseen: unseen scenes), made once."""
+    from agentgym_rl.alfworld.generator import generate_games, version_tag
+    from agentgym_rl.data import cache_root
+
+    root = cache_root() / "bench-learning" / f"games-{args.train_games}-{args.heldout_games}-{version_tag()}"
+    if not (root / "train").is_dir():
+        root.parent.mkdir(parents=True, exist_ok=True)
+        scratch = Path(tempfile.mkdtemp(dir=root.parent, prefix=".games-"))
+        generate_games(scratch, counts={"train": args.train_games, "valid_unseen": args.heldout_games})
+        os.replace(scratch, root)
+    return root
+
+
+def env_settings(args: Args, env: str, data_dir: Path | None) -> dict[str, Any]:
+    """Per env: the gym kwargs, the held-out split and the leaderboard's data_dir."""
+    if env == "alfworld":
+        return {
+            "env_kwargs": {"data_dir": str(data_dir)},
+            "heldout": "valid_unseen",
+            "data_dir": str(data_dir),
+        }
+    return {"env_kwargs": {"num_products": args.num_products}, "heldout": "test", "data_dir": "generated"}
+
+
+def clone_expert(args: Args, env: str, settings: dict[str, Any], work: Path) -> tuple[Path, dict[str, Any]]:
+    """Expert trajectories and the SFT checkpoint (reused when already made)."""
+    from trainers.sft import AgentSFTConfig, run_sft
+    from trainers.trajectories import TrajectoryConfig, collect_trajectories
+
+    sft_dir = work / env / "sft"
+    if (sft_dir / "sft_summary.json").is_file():
+        return sft_dir, json.loads((sft_dir / "sft_summary.json").read_text())
+    start = time.perf_counter()
+    data = collect_trajectories(
+        TrajectoryConfig(
+            env=env,
+            data_dir=settings["env_kwargs"].get("data_dir"),
+            split="train",
+            episodes=str(args.expert_episodes),
+            epsilon=args.epsilon,
+            seed=0,
+            num_products=settings["env_kwargs"].get("num_products"),
+            history_window=args.history_window,
+            action_format=args.action_format,
+            output=str(work / env / "trajectories"),
+        )  # fmt: skip
+    )
+    config = AgentSFTConfig(
+        output_dir=str(sft_dir), num_train_epochs=args.sft_epochs, learning_rate=args.sft_learning_rate,
+        per_device_train_batch_size=16, lr_scheduler_type="cosine", warmup_steps=0.05, logging_steps=20,
+        save_strategy="no", report_to="none", seed=0,
+    )  # fmt: skip
+    summary = run_sft(model_path(args.model), str(data), config)
+    summary["seconds"] = time.perf_counter() - start
+    (sft_dir / "sft_summary.json").write_text(json.dumps(summary, indent=1))
+    return sft_dir, summary
+
+
+def evaluate(args: Args, env: str, settings: dict[str, Any], checkpoint: Path, out: Path) -> dict[str, float]:
+    """Held-out success and score as the leaderboard measures them (and the real games when asked)."""
+    from agentgym_rl.data import find_alfworld_root
+    from benchmarks.leaderboard.config import LeaderboardConfig
+    from benchmarks.leaderboard.harness import run_leaderboard
+
+    def board(split: str, data_dir: str | None, episodes: int, name: str) -> dict[str, Any]:
+        config = LeaderboardConfig(
+            env=env, agent=f"checkpoint:{checkpoint}", split=split, episodes=str(episodes), data_dir=data_dir,
+            max_steps=args.max_env_steps, temperature=args.eval_temperature,
+            max_new_tokens=args.max_completion_length, batch_size=32, workers=args.env_workers,
+            output=str(out / name), resume=False, progress=False,
+        )  # fmt: skip
+        return run_leaderboard(config, argv=["bench_learning"])["summaries"][env]
+
+    summary = board(settings["heldout"], settings["data_dir"], args.eval_episodes, "heldout")
+    point = {"success": summary["mean_success"], "score": summary["mean_score"]}
+    if env == "alfworld" and args.real_episodes > 0 and find_alfworld_root() is not None:
+        real = board("valid_unseen", None, args.real_episodes, "real")
+        point["real_success"] = real["mean_success"]
+    return point
+
+
+def rl_run(
+    args: Args, env: str, settings: dict[str, Any], sft_dir: Path, estimator: str, seed: int, work: Path
+) -> dict[str, Any]:
+    """One estimator and seed: RL steps from the SFT checkpoint, evaluated every ``eval_every`` steps."""
+    from transformers import TrainerCallback
+
+    from trainers.config import StepGRPOConfig
+    from trainers.trainer import PROMPT_CONFIG_FILE, StepGRPOTrainer
+
+    prompt = json.loads((sft_dir / PROMPT_CONFIG_FILE).read_text())
+    folder = work / env / f"{estimator}-seed{seed}"
+    config = StepGRPOConfig(
+        output_dir=str(folder), env_id=env, env_kwargs=settings["env_kwargs"], split="train",
+        num_tasks=args.num_tasks, group_size=args.group_size, max_env_steps=args.max_env_steps,
+        env_workers=args.env_workers, estimator=estimator, history_window=prompt["history_window"],
+        action_format=prompt["action_format"], system_prompt=prompt["system_prompt"],
+        learning_rate=args.learning_rate, beta=args.beta, temperature=args.temperature,
+        max_completion_length=args.max_completion_length, per_device_train_batch_size=32,
+        max_steps=args.rl_steps, logging_steps=1, save_strategy="no", report_to="none", seed=seed,
+    )  # fmt: skip
+    points: list[dict[str, Any]] = []
+    trainer: StepGRPOTrainer | None = None
+
+    class EvaluateEvery(TrainerCallback):
+        def on_step_end(self, train_args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+            if state.global_step % args.eval_every == 0 or state.global_step == args.rl_steps:
+                checkpoint = folder / f"eval-{state.global_step}"
+                trainer.save_model(str(checkpoint))
+                point = evaluate(args, env, settings, checkpoint, checkpoint / "board")
+                points.append({"step": state.global_step, **point})
+
+    start = time.perf_counter()
+    trainer = StepGRPOTrainer(model=str(sft_dir), args=config, callbacks=[EvaluateEvery()])
+    try:
+        trainer.train()
+    finally:
+        trainer.close()
+    logs = [
+        entry for entry in trainer.state.log_history if "loss" in entry or DIAGNOSTICS["all_zero"] in entry
+    ]
+    diagnostics = {
+        name: [entry.get(key, float("nan")) for entry in logs] for name, key in DIAGNOSTICS.items()
+    }
+    return {"points": points, "diagnostics": diagnostics, "seconds": time.perf_counter() - start}
+
+
+def _mean_std(values: list[float], digits: int = 1, scale: float = 100.0) -> str:
+    values = [v * scale for v in values if v == v]
+    if not values:
+        return "—"
+    std = statistics.stdev(values) if len(values) > 1 else 0.0
+    return f"{statistics.fmean(values):.{digits}f} ± {std:.{digits}f}"
+
+
+def _window_mean(series: list[float], upto: int, every: int) -> float:
+    window = [v for v in series[max(0, upto - every) : upto] if v == v]
+    return statistics.fmean(window) if window else float("nan")
+
+
+def env_table(args: Args, env: str, result: dict[str, Any]) -> list[str]:
+    """Markdown: mean ± std per estimator at each evaluation point, diagnostics beside it."""
+    measure = "success" if env == "alfworld" else "score"
+    steps = sorted({p["step"] for runs in result["runs"].values() for run in runs for p in run["points"]})
+    header = ["estimator", "step 0 (SFT)", *[f"step {s}" for s in steps]]
+    lines = [
+        f"### {env}: held-out {measure} (%), mean ± std over seeds {args.seeds}",
+        "",
+        "| " + " | ".join(header) + " | all-zero groups | entropy | KL | clip | mean abs(adv) | seconds |",
+        "|" + "---|" * (len(header) + 6),
+    ]
+    sft = result["sft_eval"][measure]
+    for estimator, runs in result["runs"].items():
+        cells = [estimator, f"{100 * sft:.1f}"]
+        for step in steps:
+            cells.append(_mean_std([p[measure] for run in runs for p in run["points"] if p["step"] == step]))
+        diag = [
+            _mean_std([statistics.fmean([v for v in run["diagnostics"][k] if v == v] or [float("nan")]) for run in runs], 3, 1.0)
+            for k in ("all_zero", "entropy", "kl", "clip", "adv_abs")
+        ]  # fmt: skip
+        cells += diag + [_mean_std([run["seconds"] for run in runs], 0, 1.0)]
+        lines.append("| " + " | ".join(cells) + " |")
+    if any("real_success" in p for runs in result["runs"].values() for run in runs for p in run["points"]):
+        lines += ["", f"Real ALFWorld valid_unseen ({args.real_episodes} games) success (%):", ""]
+        for estimator, runs in result["runs"].items():
+            cells = [
+                _mean_std([p["real_success"] for run in runs for p in run["points"] if p["step"] == s])
+                for s in steps
+            ]
+            lines.append(f"- {estimator}: SFT {100 * result['sft_eval'].get('real_success', float('nan')):.1f}; " + "; ".join(f"step {s}: {c}" for s, c in zip(steps, cells, strict=True)))  # fmt: skip
+    return lines
+
+
+def plot(args: Args, results: dict[str, Any], path: Path) -> Path | None:
+    """The curves (mean ± std band per estimator), one panel per env; None without matplotlib."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return None
+    fig, axes = plt.subplots(1, len(results), figsize=(6 * len(results), 4), squeeze=False)
+    for ax, (env, result) in zip(axes[0], results.items(), strict=True):
+        measure = "success" if env == "alfworld" else "score"
+        for estimator, runs in result["runs"].items():
+            steps = [0] + sorted({p["step"] for run in runs for p in run["points"]})
+            mean, std = [], []
+            for step in steps:
+                values = [result["sft_eval"][measure]] if step == 0 else [
+                    p[measure] for run in runs for p in run["points"] if p["step"] == step
+                ]  # fmt: skip
+                mean.append(100 * statistics.fmean(values))
+                std.append(100 * (statistics.stdev(values) if len(values) > 1 else 0.0))
+            ax.plot(steps, mean, marker="o", label=estimator)
+            ax.fill_between(
+                steps,
+                [m - s for m, s in zip(mean, std, strict=True)],
+                [m + s for m, s in zip(mean, std, strict=True)],
+                alpha=0.15,
+            )
+        ax.set_title(f"{env}: held-out {measure}, SFT then RL ({len(args.seeds)} seeds)")
+        ax.set_xlabel("RL step")
+        ax.set_ylabel(f"{measure} (%)")
+        ax.grid(alpha=0.3)
+        ax.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+def main(args: Args) -> dict[str, Any]:
+    if args.smoke:
+        args = smoke_args(args)
+    out = Path(args.output)
+    work = out / "work"
+    started = time.perf_counter()
+    results: dict[str, Any] = {}
+    for env in args.env:
+        data_dir = alfworld_games(args) if env == "alfworld" else None
+        settings = env_settings(args, env, data_dir)
+        sft_dir, sft_summary = clone_expert(args, env, settings, work)
+        sft_eval = evaluate(args, env, settings, sft_dir, work / env / "sft-board")
+        print(
+            f"[{env}] after SFT: held-out success {100 * sft_eval['success']:.1f}%, score {100 * sft_eval['score']:.1f}"
+        )
+        runs: dict[str, list[dict[str, Any]]] = {}
+        for estimator in args.estimators:
+            for seed in args.seeds:
+                run = rl_run(args, env, settings, sft_dir, estimator, seed, work)
+                runs.setdefault(estimator, []).append(run)
+                last = run["points"][-1] if run["points"] else {}
+                print(
+                    f"[{env}] {estimator} seed {seed}: held-out success {100 * last.get('success', float('nan')):.1f}%, "
+                    f"score {100 * last.get('score', float('nan')):.1f} after {args.rl_steps} RL steps ({run['seconds']:.0f} s)"
+                )
+        results[env] = {"sft": sft_summary, "sft_eval": sft_eval, "runs": runs}
+    seconds = time.perf_counter() - started
+    lines = [
+        f"# Learning: SFT warm start, then step-level RL (model {args.model}, commit {commit()})",
+        "",
+        f"Machine: {machine()}. Total {seconds / 60:.1f} min. {args.rl_steps} RL steps of {args.num_tasks} tasks x "
+        f"G = {args.group_size}, episodes of at most {args.max_env_steps} steps; evaluation on {args.eval_episodes} "
+        f"held-out tasks at temperature {args.eval_temperature}.",
+        "",
+    ]
+    for env, result in results.items():
+        lines += [
+            f"SFT ({env}): {result['sft']['examples']} examples, loss {result['sft']['train_loss']:.3f}, "
+            f"held-out success {100 * result['sft_eval']['success']:.1f}%, score {100 * result['sft_eval']['score']:.1f}.",
+            "",
+            *env_table(args, env, result),
+            "",
+        ]
+    png = plot(args, results, out.mkdir(parents=True, exist_ok=True) or out / "learning_curves.png")
+    if png is not None:
+        lines.append(f"![learning curves]({png.name})")
+    lines += ["", "Command: `python -m benchmarks.bench_learning " + " ".join(
+        f"--{k} {' '.join(map(str, v)) if isinstance(v, list) else v}" for k, v in asdict(args).items()
+    ) + "`"]  # fmt: skip
+    report = "\n".join(lines)
+    print(report)
+    result = {
+        "args": asdict(args),
+        "commit": commit(),
+        "machine": machine(),
+        "seconds": seconds,
+        "envs": results,
+    }
+    write_result(out, result, report)
+    return result
+
+
+if __name__ == "__main__":
+    run_cli(Args, main, "bench_learning", __doc__)

@@ -1,0 +1,40 @@
+"""The learning benchmark's smoke mode: expert data, SFT, RL per estimator, held-out evaluation, report."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from benchmarks.bench_learning import Args, main, smoke_args
+
+
+def test_smoke_args_are_one_seed_two_steps() -> None:
+    args = smoke_args(Args(seeds=[3, 4, 5]))
+    assert args.seeds == [3] and args.rl_steps == 2 and args.eval_every == 2
+
+
+@pytest.mark.timeout(900)
+def test_smoke_mode_runs_the_whole_pipeline(tmp_path) -> None:
+    args = Args(
+        env=["alfworld", "webshop"],
+        estimators=["gigpo"],  # one estimator keeps CI short; each has its own trainer test
+        smoke=True,
+        max_completion_length=16,  # the smoke run's SFT model babbles; short replies keep it fast
+        output=str(tmp_path / "out"),
+    )
+    result = main(args)
+    for env in ("alfworld", "webshop"):
+        run = result["envs"][env]
+        assert run["sft"]["examples"] > 0 and 0.0 <= run["sft_eval"]["success"] <= 1.0
+        for estimator in ("gigpo",):
+            (seed_run,) = run["runs"][estimator]  # one seed in smoke mode
+            assert [p["step"] for p in seed_run["points"]] == [2]  # evaluated after the 2 RL steps
+            assert len(seed_run["diagnostics"]["all_zero"]) == 2  # one logged training step each
+    saved = json.loads((tmp_path / "out" / "result.json").read_text())
+    assert saved["args"]["rl_steps"] == 2
+    report = (tmp_path / "out" / "result.md").read_text()
+    assert "| gigpo |" in report and "all-zero groups" in report
+    assert "SFT (alfworld)" in report and "SFT (webshop)" in report
+    png = tmp_path / "out" / "learning_curves.png"
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
