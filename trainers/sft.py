@@ -47,7 +47,10 @@ class AgentSFTConfig(SFTConfig):
     completion_only_loss: bool | None = field(
         default=True, metadata={"help": "Loss on the assistant reply only (prompt tokens masked)."}
     )
-    report_to: Any = field(default="none", metadata={"help": "Loggers (TRL's report_to)."})
+    # Typed as TrainingArguments' field: HfArgumentParser cannot convert a flag (nor this default) to `Any`.
+    report_to: None | str | list[str] = field(
+        default="none", metadata={"help": "Loggers (TRL's report_to): 'none', 'all' or integration names."}
+    )
 
     def __post_init__(self) -> None:
         from trainers.config import _has_accelerator

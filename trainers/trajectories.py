@@ -5,8 +5,9 @@ conversational prompt–completion format: the prompt is the chat messages that
 :func:`trainers.prompting.build_messages` writes for that step (the function the trainer's
 rollout collector and the leaderboard's ``hf:`` agent call), the completion is the
 expert's reply in the configured action format. With probability ``epsilon`` a step takes
-a uniformly random admissible action instead: that step is no training target, and the
-expert's later steps (it replans from the state it is in) teach recovery.
+a uniformly random admissible action instead (never one that ends the episode: WebShop's
+``click[buy now]``): that step is no training target, and the expert's later steps (it
+replans from the state it is in) teach recovery.
 
 Output folder (``save_to_disk`` layout, loadable with ``datasets.load_from_disk``):
 
@@ -217,9 +218,15 @@ class _WebShopExpert:
         pass
 
 
+#: Admissible actions a random step never takes: ``help`` changes nothing, and a random purchase
+#: would end the episode (lost, nothing left to recover from).
+_NOT_RANDOM = frozenset({"help", "click[buy now]"})
+
+
 def _random_action(admissible: list[str], observation: str, rng: np.random.Generator) -> str:
-    """A uniformly random admissible action; WebShop's search template is filled with the task."""
-    choices = [a for a in admissible if a != "help"] or ["look"]
+    """A uniformly random admissible action that does not end the episode; WebShop's search
+    template is filled with the task."""
+    choices = [a for a in admissible if a not in _NOT_RANDOM] or ["look"]
     action = str(choices[int(rng.integers(len(choices)))])
     if action.startswith("search[<") and action.endswith(">]"):
         action = f"search[{extract_task(observation, PromptConfig(env_kind='webshop'))}]"
