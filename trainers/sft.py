@@ -8,7 +8,6 @@ leaderboard`` prompt the model exactly as it was cloned.
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import os
 from dataclasses import dataclass, field
@@ -18,8 +17,6 @@ from typing import Any
 from trl import SFTConfig
 
 __all__ = ["AgentSFTConfig", "run_sft"]
-
-PROMPT_CONFIG_FILE = "prompt_config.json"
 
 
 @dataclass
@@ -90,6 +87,7 @@ def run_sft(model: str, dataset_dir: str, config: AgentSFTConfig, progress: bool
     from transformers import AutoTokenizer
     from trl import SFTTrainer
 
+    from trainers.trainer import PROMPT_CONFIG_FILE
     from trainers.trajectories import load_trajectories
 
     dataset, meta = load_trajectories(dataset_dir)
@@ -119,10 +117,3 @@ def run_sft(model: str, dataset_dir: str, config: AgentSFTConfig, progress: bool
     }
     Path(config.output_dir, "sft_summary.json").write_text(json.dumps(summary, indent=1))
     return summary
-
-
-def prompt_config_fields() -> set[str]:
-    """The ``PromptConfig`` fields a ``prompt_config.json`` may carry."""
-    from trainers.prompting import PromptConfig
-
-    return {f.name for f in dataclasses.fields(PromptConfig)}
