@@ -53,7 +53,11 @@ class Args:
     seeds: list[int] = field(default_factory=lambda: [0, 1, 2], metadata={"help": "RL seeds."})
     """Seeds of the RL runs (task sampling, generation)."""
     model: str = field(default="tiny", metadata={"help": "Model to clone: HF path, or 'tiny'."})
-    """Starting model: an HF path, or 'tiny' for the offline tiny Qwen2."""
+    """Starting model: an HF path, or 'tiny' for a random-init offline Qwen2 of the size below."""
+    tiny_hidden_size: int = field(default=128, metadata={"help": "Width of the 'tiny' model."})
+    """Width of the 'tiny' model (the test model's 64 does not learn to copy names from the prompt)."""
+    tiny_layers: int = field(default=2, metadata={"help": "Decoder layers of the 'tiny' model."})
+    """Decoder layers of the 'tiny' model."""
     # Data and SFT
     train_games: int = field(default=240, metadata={"help": "ALFWorld generated train games."})
     """ALFWorld generated train games (the SFT data and RL tasks)."""
@@ -67,16 +71,17 @@ class Args:
     """Probability of a random admissible step in the expert's episodes (teaches recovery)."""
     sft_epochs: float = field(default=3.0, metadata={"help": "SFT epochs."})
     """SFT epochs."""
-    sft_learning_rate: float = field(default=5e-3, metadata={"help": "SFT learning rate."})
+    sft_learning_rate: float = field(default=3e-3, metadata={"help": "SFT learning rate."})
     """SFT learning rate (a tiny random-init model needs a high one)."""
-    action_format: str = field(default="think_action", metadata={"help": "Reply format."})
-    """Reply format of the data and the trainer (think_action, action_tag, plain)."""
-    history_window: int = field(default=2, metadata={"help": "Past steps in the prompt."})
-    """Past (observation, action) pairs in each prompt."""
+    action_format: str = field(default="action_tag", metadata={"help": "Reply format."})
+    """Reply format of the data and the trainer (think_action, action_tag, plain); a tiny model learns
+    nothing from the papers' free-text reasoning, so the default is the action tag alone."""
+    history_window: int = field(default=1, metadata={"help": "Past steps in the prompt."})
+    """Past (observation, action) pairs in each prompt (the papers use 2; 1 keeps CPU prompts short)."""
     # RL
-    rl_steps: int = field(default=6, metadata={"help": "RL optimizer steps per run."})
+    rl_steps: int = field(default=4, metadata={"help": "RL optimizer steps per run."})
     """RL optimizer steps per estimator and seed."""
-    eval_every: int = field(default=3, metadata={"help": "Evaluate every this many RL steps."})
+    eval_every: int = field(default=2, metadata={"help": "Evaluate every this many RL steps."})
     """Evaluate every this many RL steps (and at step 0, the SFT model)."""
     num_tasks: int = field(default=4, metadata={"help": "Tasks per RL step."})
     """Tasks per RL step (N)."""
@@ -84,14 +89,17 @@ class Args:
     """Rollouts per task (G)."""
     max_env_steps: int = field(default=20, metadata={"help": "Episode step limit in RL and evaluation."})
     """Episode step limit in RL and evaluation (generated games take ~7 expert steps)."""
-    learning_rate: float = field(default=1e-4, metadata={"help": "RL learning rate."})
+    learning_rate: float = field(default=2e-4, metadata={"help": "RL learning rate."})
     """RL learning rate."""
+    penalize_inadmissible: bool = field(default=True, metadata={"help": "Penalize inadmissible actions."})
+    """Subtract the invalid-action penalty (0.1) for inadmissible actions too: a signal inside all-failed
+    groups that step-level estimators can use and outcome-only GRPO cannot."""
     beta: float = field(default=0.01, metadata={"help": "KL coefficient (reference: the SFT model)."})
     """KL coefficient; the reference model is the SFT checkpoint."""
     temperature: float = field(default=1.0, metadata={"help": "Rollout sampling temperature."})
     """Sampling temperature of the RL rollouts."""
-    max_completion_length: int = field(default=40, metadata={"help": "Tokens per reply."})
-    """Tokens per reply (the expert's replies take ~25)."""
+    max_completion_length: int = field(default=24, metadata={"help": "Tokens per reply."})
+    """Tokens per reply (the expert's action-tag replies take ~12)."""
     # Evaluation
     eval_episodes: int = field(default=48, metadata={"help": "Held-out tasks per evaluation."})
     """Held-out tasks per evaluation point (a fixed seeded sample)."""
@@ -118,12 +126,12 @@ def smoke_args(args: Args) -> Args:
     )  # fmt: skip
 
 
-def model_path(name: str) -> str:
-    if name != "tiny":
-        return name
+def model_path(args: Args) -> str:
+    if args.model != "tiny":
+        return args.model
     from trainers.tiny_models import tiny_qwen2_path
 
-    return str(tiny_qwen2_path())
+    return str(tiny_qwen2_path(hidden_size=args.tiny_hidden_size, num_layers=args.tiny_layers))
 
 
 def alfworld_games(args: Args) -> Path:
@@ -180,7 +188,7 @@ def clone_expert(args: Args, env: str, settings: dict[str, Any], work: Path) -> 
         save_strategy="no", report_to="none", seed=0,
         gradient_checkpointing=False,  # TRL's default saves memory on big models; it triples a tiny one's time
     )  # fmt: skip
-    summary = run_sft(model_path(args.model), str(data), config)
+    summary = run_sft(model_path(args), str(data), config)
     summary["seconds"] = time.perf_counter() - start
     (sft_dir / "sft_summary.json").write_text(json.dumps(summary, indent=1))
     return sft_dir, summary
@@ -226,6 +234,7 @@ def rl_run(
         env_workers=args.env_workers, estimator=estimator, history_window=prompt["history_window"],
         action_format=prompt["action_format"], system_prompt=prompt["system_prompt"],
         learning_rate=args.learning_rate, beta=args.beta, temperature=args.temperature,
+        penalize_inadmissible=args.penalize_inadmissible,
         max_completion_length=args.max_completion_length, per_device_train_batch_size=32,
         max_steps=args.rl_steps, logging_steps=1, save_strategy="no", report_to="none", seed=seed,
     )  # fmt: skip

@@ -545,7 +545,13 @@ def build_tiny_qwen2(
     return out
 
 
-def tiny_qwen2_path(cache_dir: str | os.PathLike[str] | None = None, *, tokenizer: str = "bpe") -> Path:
+def tiny_qwen2_path(
+    cache_dir: str | os.PathLike[str] | None = None,
+    *,
+    tokenizer: str = "bpe",
+    hidden_size: int = 64,
+    num_layers: int = 2,
+) -> Path:
     """The folder of the default tiny Qwen2 (:func:`build_tiny_qwen2`, seed 0), built once.
 
     Concurrent processes wait on a file lock; the build goes to a temporary folder that
@@ -556,6 +562,8 @@ def tiny_qwen2_path(cache_dir: str | os.PathLike[str] | None = None, *, tokenize
             ``$AGENTGYM_RL_CACHE/models``).
         tokenizer: ``"bpe"`` (folder ``tiny-qwen2-<version>``) or ``"qwen"``
             (``tiny-qwen2-qwen-<version>``).
+        hidden_size: Model width; other than 64 adds ``h<size>-`` to the folder name.
+        num_layers: Decoder layers; other than 2 adds ``l<layers>-`` to the folder name.
 
     Returns:
         The model folder, ready for ``from_pretrained``.
@@ -563,7 +571,8 @@ def tiny_qwen2_path(cache_dir: str | os.PathLike[str] | None = None, *, tokenize
     from agentgym_rl.data import _file_lock, cache_root
 
     parent = Path(cache_dir) if cache_dir is not None else cache_root() / "models"
-    name = "tiny-qwen2-" + ("" if tokenizer == "bpe" else f"{tokenizer}-") + TINY_QWEN2_VERSION
+    size = ("" if hidden_size == 64 else f"h{hidden_size}-") + ("" if num_layers == 2 else f"l{num_layers}-")
+    name = "tiny-qwen2-" + ("" if tokenizer == "bpe" else f"{tokenizer}-") + size + TINY_QWEN2_VERSION
     target = parent / name
     if (target / "config.json").is_file():
         return target
@@ -572,7 +581,9 @@ def tiny_qwen2_path(cache_dir: str | os.PathLike[str] | None = None, *, tokenize
             return target
         scratch = Path(tempfile.mkdtemp(dir=parent, prefix=f".{name}-"))
         try:
-            build_tiny_qwen2(scratch / name, tokenizer=tokenizer)
+            build_tiny_qwen2(
+                scratch / name, tokenizer=tokenizer, hidden_size=hidden_size, num_layers=num_layers
+            )
             if target.exists():  # a leftover without config.json
                 shutil.rmtree(target)
             os.replace(scratch / name, target)
