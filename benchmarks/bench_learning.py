@@ -165,8 +165,15 @@ def clone_expert(args: Args, env: str, settings: dict[str, Any], work: Path) -> 
     from trainers.trajectories import TrajectoryConfig, collect_trajectories
 
     sft_dir = work / env / "sft"
-    if (sft_dir / "sft_summary.json").is_file():
-        return sft_dir, json.loads((sft_dir / "sft_summary.json").read_text())
+    # What the checkpoint depends on: a rerun with the same values reuses it, other values redo it.
+    recipe = {
+        name: getattr(args, name)
+        for name in ("model", "tiny_hidden_size", "tiny_layers", "train_games", "heldout_games", "num_products",
+                     "expert_episodes", "epsilon", "sft_epochs", "sft_learning_rate", "action_format", "history_window")
+    }  # fmt: skip
+    summary_file = sft_dir / "sft_summary.json"
+    if summary_file.is_file() and json.loads(summary_file.read_text()).get("recipe") == recipe:
+        return sft_dir, json.loads(summary_file.read_text())
     start = time.perf_counter()
     data = collect_trajectories(
         TrajectoryConfig(
@@ -180,6 +187,7 @@ def clone_expert(args: Args, env: str, settings: dict[str, Any], work: Path) -> 
             history_window=args.history_window,
             action_format=args.action_format,
             output=str(work / env / "trajectories"),
+            overwrite=True,
         )  # fmt: skip
     )
     config = AgentSFTConfig(
@@ -189,8 +197,8 @@ def clone_expert(args: Args, env: str, settings: dict[str, Any], work: Path) -> 
         gradient_checkpointing=False,  # TRL's default saves memory on big models; it triples a tiny one's time
     )  # fmt: skip
     summary = run_sft(model_path(args), str(data), config)
-    summary["seconds"] = time.perf_counter() - start
-    (sft_dir / "sft_summary.json").write_text(json.dumps(summary, indent=1))
+    summary.update(seconds=time.perf_counter() - start, recipe=recipe)
+    summary_file.write_text(json.dumps(summary, indent=1))
     return sft_dir, summary
 
 
