@@ -42,3 +42,29 @@ def test_module_entry_point_and_bad_flag():
 def test_data_info_prints_the_lookup(capsys):
     assert main(["data", "info"]) == 0
     assert "ALFWorld" in capsys.readouterr().out
+
+
+def _long_flags(help_text: str) -> set[str]:
+    import re
+
+    return set(re.findall(r"(?<![\w-])--[a-z][a-z0-9_-]*", help_text))
+
+
+@pytest.mark.parametrize("command", sorted(COMMANDS))
+def test_flags_are_spelled_like_fields(command, capsys):
+    """TRL's parser spells fields with underscores: every command offers that spelling."""
+    with pytest.raises(SystemExit):
+        main([command, "--help"])
+    flags = _long_flags(capsys.readouterr().out)
+    hyphenated = {f for f in flags if "-" in f[2:]}
+    # Each hyphenated flag is an alias of the underscore spelling, never the only one.
+    assert all(f.replace("-", "_").replace("__", "--", 1) in flags for f in hyphenated), sorted(hyphenated)
+
+
+def test_a_data_dir_flag_copied_between_commands_works(capsys):
+    # The same spelling in play as in train (`--data_dir`), with the hyphenated alias kept.
+    assert (
+        main(["play", "--data_dir", "generated", "--split", "valid_unseen", "--quiet", "--agents", "expert"])
+        == 0
+    )
+    assert "--- expert: WON" in capsys.readouterr().out
