@@ -59,6 +59,13 @@ class Args:
     tiny_layers: int = field(default=2, metadata={"help": "Decoder layers of the 'tiny' model."})
     """Decoder layers of the 'tiny' model."""
     # Data and SFT
+    alfworld_data: str | None = field(default=None, metadata={"help": "ALFWorld games folder to use."})
+    """An ALFWorld games folder (train + valid_unseen) instead of generating train_games/heldout_games."""
+    sft_checkpoint: str | None = field(
+        default=None, metadata={"help": "Existing SFT checkpoint to start from."}
+    )
+    """An SFT checkpoint (``agentgym-rl sft`` output) to start from instead of cloning the expert here;
+    only with a single env."""
     train_games: int = field(default=240, metadata={"help": "ALFWorld generated train games."})
     """ALFWorld generated train games (the SFT data and RL tasks)."""
     heldout_games: int = field(default=48, metadata={"help": "ALFWorld generated held-out games."})
@@ -231,21 +238,20 @@ def rl_run(
     """One estimator and seed: RL steps from the SFT checkpoint, evaluated every ``eval_every`` steps."""
     from transformers import TrainerCallback
 
+    from agentgym_rl.commands.train import adopt_prompt_config
     from trainers.config import StepGRPOConfig
-    from trainers.trainer import PROMPT_CONFIG_FILE, StepGRPOTrainer
+    from trainers.trainer import StepGRPOTrainer
 
-    prompt = json.loads((sft_dir / PROMPT_CONFIG_FILE).read_text())
     folder = work / env / f"{estimator}-seed{seed}"
     config = StepGRPOConfig(
         output_dir=str(folder), env_id=env, env_kwargs=settings["env_kwargs"], split="train",
         num_tasks=args.num_tasks, group_size=args.group_size, max_env_steps=args.max_env_steps,
-        env_workers=args.env_workers, estimator=estimator, history_window=prompt["history_window"],
-        action_format=prompt["action_format"], system_prompt=prompt["system_prompt"],
-        learning_rate=args.learning_rate, beta=args.beta, temperature=args.temperature,
-        penalize_inadmissible=args.penalize_inadmissible,
+        env_workers=args.env_workers, estimator=estimator, learning_rate=args.learning_rate, beta=args.beta,
+        temperature=args.temperature, penalize_inadmissible=args.penalize_inadmissible,
         max_completion_length=args.max_completion_length, per_device_train_batch_size=32,
         max_steps=args.rl_steps, logging_steps=1, save_strategy="no", report_to="none", seed=seed,
     )  # fmt: skip
+    adopt_prompt_config(config, str(sft_dir), given=set())  # prompted as the SFT model was trained
     points: list[dict[str, Any]] = []
     trainer: StepGRPOTrainer | None = None
 
@@ -360,14 +366,24 @@ def plot(args: Args, results: dict[str, Any], path: Path) -> Path | None:
 def main(args: Args) -> dict[str, Any]:
     if args.smoke:
         args = smoke_args(args)
+    if args.sft_checkpoint and len(args.env) != 1:
+        raise ValueError(f"--sft_checkpoint is one env's model; pass a single --env (got {args.env})")
     out = Path(args.output)
     work = out / "work"
     started = time.perf_counter()
     results: dict[str, Any] = {}
     for env in args.env:
-        data_dir = alfworld_games(args) if env == "alfworld" else None
+        data_dir = (
+            (Path(args.alfworld_data) if args.alfworld_data else alfworld_games(args))
+            if env == "alfworld"
+            else None
+        )
         settings = env_settings(args, env, data_dir)
-        sft_dir, sft_summary = clone_expert(args, env, settings, work)
+        if args.sft_checkpoint:
+            sft_dir = Path(args.sft_checkpoint)
+            sft_summary = json.loads((sft_dir / "sft_summary.json").read_text())
+        else:
+            sft_dir, sft_summary = clone_expert(args, env, settings, work)
         sft_eval = evaluate(args, env, settings, sft_dir, work / env / "sft-board")
         print(
             f"[{env}] after SFT: held-out success {100 * sft_eval['success']:.1f}%, score {100 * sft_eval['score']:.1f}"
