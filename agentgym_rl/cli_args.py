@@ -18,7 +18,14 @@ from typing import Any, TypeVar
 
 T = TypeVar("T")
 
-__all__ = ["add_dataclass_arguments", "dataclass_from_args", "make_command_parser", "parse_command_args"]
+__all__ = [
+    "add_dataclass_arguments",
+    "dataclass_from_args",
+    "make_command_parser",
+    "make_passthrough_parser",
+    "parse_command_args",
+    "with_default_output_dir",
+]
 
 
 def _field_type(field: dataclasses.Field, hints: dict[str, Any]) -> tuple[type, bool]:
@@ -133,3 +140,24 @@ def make_command_parser(
     parser.add_argument("--config", default=None, help="YAML or JSON file of defaults; flags override it")
     add_dataclass_arguments(parser, cls)
     return parser
+
+
+def make_passthrough_parser(
+    name: str, description: str, subparsers: argparse._SubParsersAction | None = None, prog: str | None = None
+) -> argparse.ArgumentParser:
+    """A parser that hands every flag on unparsed, for commands that parse their own (TRL's parser)."""
+    if subparsers is not None:
+        parser = subparsers.add_parser(name, help=description, description=description, add_help=False)
+    else:
+        parser = argparse.ArgumentParser(
+            prog=prog or f"agentgym-rl {name}", description=description, add_help=False
+        )
+    parser.add_argument("flags", nargs=argparse.REMAINDER, help="Flags (see --help).")
+    return parser
+
+
+def with_default_output_dir(argv: list[str], default: str) -> list[str]:
+    """``argv`` plus ``--output_dir default`` unless it sets one (or asks for --help)."""
+    if "--help" in argv or any(a == "--output_dir" or a.startswith("--output_dir=") for a in argv):
+        return argv
+    return [*argv, "--output_dir", default]

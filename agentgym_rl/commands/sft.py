@@ -17,6 +17,8 @@ from __future__ import annotations
 import argparse
 from dataclasses import dataclass, field
 
+from agentgym_rl.cli_args import make_passthrough_parser, with_default_output_dir
+
 #: `agentgym-rl sft FLAGS` hands FLAGS to this module's own (TRL) parser unparsed.
 PASSTHROUGH = True
 
@@ -38,15 +40,12 @@ def make_parser(
     subparsers: argparse._SubParsersAction | None = None, prog: str | None = None
 ) -> argparse.ArgumentParser:
     """The parser of ``agentgym-rl sft``: its flags are parsed by TRL's parser in :func:`main`."""
-    description = "Supervised warm start on expert trajectories (all AgentSFTConfig fields are flags)."
-    if subparsers is not None:
-        parser = subparsers.add_parser("sft", help=description, description=description, add_help=False)
-    else:
-        parser = argparse.ArgumentParser(
-            prog=prog or "agentgym-rl sft", description=description, add_help=False
-        )
-    parser.add_argument("flags", nargs=argparse.REMAINDER, help="Flags (see --help).")
-    return parser
+    return make_passthrough_parser(
+        "sft",
+        "Supervised warm start on expert trajectories (all AgentSFTConfig fields are flags).",
+        subparsers,
+        prog,
+    )
 
 
 def main(argv: list[str] | None = None, parser: argparse.ArgumentParser | None = None) -> int:
@@ -60,8 +59,7 @@ def main(argv: list[str] | None = None, parser: argparse.ArgumentParser | None =
 
     argv = list(sys.argv[1:] if argv is None else argv)
     trl_parser = TrlParser((SFTScriptArguments, AgentSFTConfig), prog="agentgym-rl sft")
-    if not any(a == "--output_dir" or a.startswith("--output_dir=") for a in argv) and "--help" not in argv:
-        argv += ["--output_dir", "runs/sft"]
+    argv = with_default_output_dir(argv, "runs/sft")
     script_args, config = trl_parser.parse_args_and_config(argv)
     if not script_args.dataset:
         trl_parser.error("--dataset DIR is required (make one with `agentgym-rl trajectories --output DIR`)")

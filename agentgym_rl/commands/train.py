@@ -18,6 +18,8 @@ import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from agentgym_rl.cli_args import make_passthrough_parser, with_default_output_dir
+
 #: `agentgym-rl train FLAGS` hands FLAGS to this module's own (TRL) parser unparsed.
 PASSTHROUGH = True
 
@@ -49,17 +51,12 @@ def make_parser(
     subparsers: argparse._SubParsersAction | None = None, prog: str | None = None
 ) -> argparse.ArgumentParser:
     """The parser of ``agentgym-rl train``: its flags are parsed by TRL's parser in :func:`main`."""
-    description = (
-        "Train an LLM agent in a group env with a step-level estimator (all StepGRPOConfig fields are flags)."
+    return make_passthrough_parser(
+        "train",
+        "Train an LLM agent in a group env with a step-level estimator (all StepGRPOConfig fields are flags).",
+        subparsers,
+        prog,
     )
-    if subparsers is not None:
-        parser = subparsers.add_parser("train", help=description, description=description, add_help=False)
-    else:
-        parser = argparse.ArgumentParser(
-            prog=prog or "agentgym-rl train", description=description, add_help=False
-        )
-    parser.add_argument("flags", nargs=argparse.REMAINDER, help="Flags (see --help).")
-    return parser
 
 
 def model_path(name: str) -> str:
@@ -81,8 +78,7 @@ def main(argv: list[str] | None = None, parser: argparse.ArgumentParser | None =
 
     argv = list(sys.argv[1:] if argv is None else argv)
     trl_parser = TrlParser((TrainScriptArguments, StepGRPOConfig), prog="agentgym-rl train")
-    if not any(a == "--output_dir" or a.startswith("--output_dir=") for a in argv) and "--help" not in argv:
-        argv += ["--output_dir", "runs/agentgym-rl"]
+    argv = with_default_output_dir(argv, "runs/agentgym-rl")
     script_args, config = trl_parser.parse_args_and_config(argv)
     if script_args.env:
         from agentgym_rl.registration import resolve_env_id
