@@ -128,7 +128,8 @@ def smoke_args(args: Args) -> Args:
     """The smoke mode's sizes."""
     return replace(
         args, seeds=args.seeds[:1], rl_steps=2, eval_every=2, train_games=12, heldout_games=6,
-        num_products=100, expert_episodes=24, sft_epochs=1.0, num_tasks=2, group_size=2,
+        expert_episodes=24,  # num_products stays: below ~400 products the train split has no goals
+        sft_epochs=1.0, num_tasks=2, group_size=2,
         max_env_steps=6, eval_episodes=6, real_episodes=min(args.real_episodes, 2),
     )  # fmt: skip
 
