@@ -175,11 +175,14 @@ def test_prompt_settings_come_from_the_training_run(tmp_path):
 
     # A trainer output dir: prompt_config.json beside checkpoint-N; flags override it.
     (tmp_path / "prompt_config.json").write_text(
-        '{"history_window": 0, "action_format": "plain", "env_kind": "x"}'
+        '{"history_window": 0, "action_format": "plain", "env_kind": "webshop"}'
     )
     config = prompt_config_for(str(tmp_path / "checkpoint-3"), "webshop", {"system_prompt": "Be brief."})
     assert (config.env_kind, config.history_window, config.action_format) == ("webshop", 0, "plain")
     assert config.system_prompt == "Be brief."
+    # A model trained on another env's prompts is refused, not silently re-prompted.
+    with pytest.raises(ValueError, match="trained on webshop prompts"):
+        prompt_config_for(str(tmp_path / "checkpoint-3"), "alfworld")
     assert prompt_config_for(str(tmp_path / "elsewhere" / "model"), "alfworld").history_window == 2
 
 
