@@ -338,28 +338,17 @@ def test_sft_command_trains_and_saves_the_prompt_config(sft_run, tmp_path, capsy
 
 
 def _rl_config(tmp_path, **overrides):
-    from trainers.config import StepGRPOConfig
+    from trainer_configs import small_step_config
 
     values = dict(
-        output_dir=str(tmp_path / "rl"),
-        env_id="alfworld",
-        env_kwargs={"data_dir": "generated"},
         num_tasks=1,
         group_size=2,
         max_env_steps=2,  # plumbing, not score
-        env_workers=1,
-        per_device_train_batch_size=4,
         max_completion_length=16,  # an action tag and an action
         learning_rate=1e-3,
-        max_steps=1,
-        logging_steps=1,
-        report_to="none",
-        use_cpu=True,
-        save_strategy="no",
-        seed=0,
     )
     values.update(overrides)
-    return StepGRPOConfig(**values)
+    return small_step_config(tmp_path / "rl", **values)
 
 
 def test_rl_from_an_sft_folder_adopts_its_prompt_config(sft_run, tmp_path):

@@ -6,6 +6,7 @@ import math
 
 import pytest
 import torch
+from trainer_configs import small_step_config
 
 from agentgym_rl import GroupVectorEnv
 from trainers.advantages import compute_advantages
@@ -34,25 +35,15 @@ def alfworld_envs():
 
 def _config(tmp_path, **overrides) -> StepGRPOConfig:
     values = dict(
-        output_dir=str(tmp_path / "out"),
-        env_id="alfworld",
-        env_kwargs={"data_dir": "generated"},
         num_tasks=2,
         group_size=2,
         max_env_steps=3,
-        env_workers=1,
         per_device_train_batch_size=4,  # rows per backward chunk: a 12-row rollout needs 3 chunks
         max_completion_length=12,  # a tiny random model only babbles; short replies keep steps fast
         learning_rate=0.1,  # gradients of a random tiny model are tiny
-        max_steps=1,
-        logging_steps=1,
-        report_to="none",
-        use_cpu=True,
-        save_strategy="no",
-        seed=0,
     )
     values.update(overrides)
-    return StepGRPOConfig(**values)
+    return small_step_config(tmp_path / "out", **values)
 
 
 @pytest.mark.parametrize("estimator", ESTIMATORS)
