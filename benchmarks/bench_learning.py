@@ -287,11 +287,6 @@ def _mean_std(values: list[float], digits: int = 1, scale: float = 100.0) -> str
     return f"{statistics.fmean(values):.{digits}f} ± {std:.{digits}f}"
 
 
-def _window_mean(series: list[float], upto: int, every: int) -> float:
-    window = [v for v in series[max(0, upto - every) : upto] if v == v]
-    return statistics.fmean(window) if window else float("nan")
-
-
 def env_table(args: Args, env: str, result: dict[str, Any]) -> list[str]:
     """Markdown: mean ± std per estimator at each evaluation point, diagnostics beside it."""
     measure = "success" if env == "alfworld" else "score"

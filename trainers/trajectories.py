@@ -30,6 +30,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -315,8 +316,6 @@ def collect_trajectories(config: TrajectoryConfig, progress: bool = True) -> Pat
     progress_file, jsonl = out / _PROGRESS_FILE, out / JSONL_FILE
     done, wins = 0, 0
     if out.exists() and config.overwrite:
-        import shutil
-
         shutil.rmtree(out)
     if out.exists() and any(out.iterdir()):
         previous = json.loads(progress_file.read_text()) if progress_file.is_file() else None
@@ -370,8 +369,6 @@ def collect_trajectories(config: TrajectoryConfig, progress: bool = True) -> Pat
     # save_to_disk refuses the folder it would overwrite in place: write beside it, then move in.
     scratch = out.with_name(out.name + ".saving")
     if scratch.exists():
-        import shutil
-
         shutil.rmtree(scratch)
     dataset.save_to_disk(str(scratch))
     for item in scratch.iterdir():
