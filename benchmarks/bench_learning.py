@@ -417,6 +417,7 @@ def main(args: Args) -> dict[str, Any]:
         lines.append(f"![learning curves]({png.name})")
     lines += ["", "Command: `python -m benchmarks.bench_learning " + " ".join(
         f"--{k} {' '.join(map(str, v)) if isinstance(v, list) else v}" for k, v in asdict(args).items()
+        if v is not None  # an unset option has no flag that reproduces it
     ) + "`"]  # fmt: skip
     report = "\n".join(lines)
     print(report)
