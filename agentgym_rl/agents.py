@@ -66,21 +66,30 @@ class RandomAgent:
 class ExpertAgent:
     """Replays the env's expert plan: ``env.expert_actions()`` if it has one, else ``env.walkthrough``.
 
-    ALFWorld's plan is the game's walkthrough; WebShop's comes from the goal's product
-    and options.
+    ALFWorld's plan is the game's walkthrough; on WebShop it is the goal-seeking expert
+    (:class:`agentgym_rl.webshop.expert.ExpertAgent`), which acts on each page.
     """
 
     name = "expert"
 
     def __init__(self) -> None:
         self._plan: list[str] = []
+        self._stepwise: Any = None
 
     def reset(self, observation: str, info: dict[str, Any], env: Any) -> None:
+        self._stepwise = None
+        if getattr(env, "goal", None) is not None:  # WebShop: the goal-seeking expert, page by page
+            from agentgym_rl.webshop.expert import ExpertAgent as WebShopExpert
+
+            self._stepwise, self._plan = WebShopExpert(env.goal), []
+            return
         expert_actions = getattr(env, "expert_actions", None)
         plan = expert_actions() if callable(expert_actions) else env.walkthrough
         self._plan = list(plan)
 
     def act(self, observation: str, info: dict[str, Any]) -> str:
+        if self._stepwise is not None:
+            return self._stepwise.act(info)
         return self._plan.pop(0) if self._plan else "look"
 
 

@@ -74,6 +74,9 @@ class Args:
     """WebShop generated catalogue size (its train goals teach, its test goals evaluate)."""
     expert_episodes: int = field(default=720, metadata={"help": "Expert episodes per env."})
     """Expert episodes per env (tasks repeat with other random steps)."""
+    expert: str = field(default="search", metadata={"help": "ALFWorld expert: search or walkthrough."})
+    """ALFWorld's expert: ``search`` acts on what the prompt shows (a model can imitate it), ``walkthrough``
+    goes straight to where the object lies (measured: a 128-wide clone of it reaches 6.2% held-out)."""
     epsilon: float = field(default=0.15, metadata={"help": "Random-step probability of the expert."})
     """Probability of a random admissible step in the expert's episodes (teaches recovery)."""
     sft_epochs: float = field(default=3.0, metadata={"help": "SFT epochs."})
@@ -177,7 +180,7 @@ def clone_expert(args: Args, env: str, settings: dict[str, Any], work: Path) -> 
     recipe = {
         name: getattr(args, name)
         for name in ("model", "tiny_hidden_size", "tiny_layers", "train_games", "heldout_games", "num_products",
-                     "expert_episodes", "epsilon", "sft_epochs", "sft_learning_rate", "action_format", "history_window")
+                     "expert_episodes", "expert", "epsilon", "sft_epochs", "sft_learning_rate", "action_format", "history_window")
     }  # fmt: skip
     summary_file = sft_dir / "sft_summary.json"
     if summary_file.is_file() and json.loads(summary_file.read_text()).get("recipe") == recipe:
@@ -190,6 +193,7 @@ def clone_expert(args: Args, env: str, settings: dict[str, Any], work: Path) -> 
             split="train",
             episodes=str(args.expert_episodes),
             epsilon=args.epsilon,
+            expert=args.expert,
             seed=0,
             num_products=settings["env_kwargs"].get("num_products"),
             history_window=args.history_window,

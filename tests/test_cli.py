@@ -30,6 +30,13 @@ def test_play_expert_and_random_on_generated_games(capsys):
     assert "--- expert: WON" in out and "--- random:" in out
 
 
+def test_play_expert_and_random_on_the_generated_shop(capsys):
+    # The README's `agentgym-rl play --env webshop --agents expert` (it crashed: no walkthrough).
+    assert main(["play", "--env", "webshop", "--agents", "expert", "random", "--quiet"]) == 0
+    out = capsys.readouterr().out
+    assert "--- expert: WON" in out and "score 1.000" in out and "--- random:" in out
+
+
 def test_module_entry_point_and_bad_flag():
     run = subprocess.run(
         [sys.executable, "-m", "agentgym_rl.cli", "play", "--episodes", "zero"],

@@ -18,8 +18,12 @@ Output folder (``save_to_disk`` layout, loadable with ``datasets.load_from_disk`
 
 Experts:
 
-- ALFWorld: the game's walkthrough; after a random step, the engine's planner
-  (``expert_plan()``, Fast Downward from the current state).
+- ALFWorld, ``expert="search"`` (the default): :class:`agentgym_rl.alfworld.search_expert.SearchExpert`,
+  which decides from what the prompt shows (it searches the receptacles in order for the
+  object, then the appliance, target or lamp), so a model can imitate it;
+  ``expert="walkthrough"``: the game's walkthrough, after a random step the engine's
+  planner (``expert_plan()``, Fast Downward from the current state). It goes straight to
+  where the object lies, which no observation tells: a clone of it learns to guess.
 - WebShop: searches the goal's product name, opens the goal's product, sets each goal
   option and buys; off the path (another product, a sub-page, a wrong option) it goes
   back, reading the session's page state.
@@ -53,6 +57,7 @@ META_FILE = "trajectories.json"
 JSONL_FILE = "trajectories.jsonl"
 _PROGRESS_FILE = ".progress.json"
 DATASET_COLUMNS = ("prompt", "completion", "task_id", "task_type", "step", "won", "episode", "action")
+_EXPERTS = ("search", "walkthrough")
 _ENV_IDS = {"alfworld": "AgentGymRL/ALFWorld-v0", "webshop": "AgentGymRL/WebShop-v0"}
 #: The reasoning the expert writes inside ``<think>`` (a short fixed sentence: the data teaches the
 #: action, and a tiny model should not spend its tokens on made-up reasoning).
@@ -72,6 +77,9 @@ class TrajectoryConfig:
         epsilon: Probability that a step takes a random admissible action (not a target).
         seed: Seed of the task order, the env resets and the random steps.
         max_env_steps: Step limit of an episode (default: the env's, ALFWorld 50, WebShop 15).
+        expert: ALFWorld's expert: ``search`` (decides from the observation and admissible
+            actions, so a model can imitate it) or ``walkthrough`` (the game's plan: it knows
+            where the object lies). WebShop has one expert.
         num_products: WebShop's generated catalogue size (None: the env's default).
 
     Parameters that control the prompt (as the trainer's ``StepGRPOConfig`` fields):
@@ -105,6 +113,12 @@ class TrajectoryConfig:
     num_products: int | None = field(
         default=None, metadata={"help": "WebShop: generated catalogue size (default: the env's)."}
     )
+    expert: str = field(
+        default="search",
+        metadata={
+            "help": "ALFWorld expert: search (acts on what it sees) or walkthrough (knows where things are)."
+        },
+    )
     history_window: int = field(default=2, metadata={"help": "Past (observation, action) pairs per prompt."})
     system_prompt: str | None = field(default=None, metadata={"help": "Optional system message."})
     action_format: str = field(
@@ -125,6 +139,8 @@ class TrajectoryConfig:
         self.episodes = episodes
         if self.data_dir is not None and self.env != "alfworld":
             raise ValueError("data_dir is ALFWorld's; WebShop plays the generated catalogue (num_products)")
+        if self.expert not in _EXPERTS:
+            raise ValueError(f"expert must be one of {_EXPERTS}, got {self.expert!r}")
         self.prompt_config()  # validates history_window and action_format
 
     def prompt_config(self) -> PromptConfig:
@@ -170,13 +186,34 @@ class _ALFWorldExpert:
         self.plan = list(self.env.walkthrough)
         self.off_plan = False
 
-    def act(self, info: dict[str, Any]) -> str:
+    def act(self, observation: str, info: dict[str, Any]) -> str:
         if self.off_plan:
             self.plan, self.off_plan = list(self.env.expert_plan()), False
         return self.plan.pop(0) if self.plan else "look"
 
     def deviated(self) -> None:
         self.off_plan = True
+
+    def observe(self, action: str, observation: str) -> None:
+        pass
+
+
+class _ALFWorldSearcher:
+    """:class:`SearchExpert` (it reads every step, its own and the random ones)."""
+
+    def __init__(self, env: Any) -> None:
+        from agentgym_rl.alfworld.search_expert import SearchExpert
+
+        self.expert = SearchExpert(env.unwrapped.task_id)
+
+    def act(self, observation: str, info: dict[str, Any]) -> str:
+        return self.expert.act(observation, list(info["admissible_actions"]))
+
+    def deviated(self) -> None:
+        pass
+
+    def observe(self, action: str, observation: str) -> None:
+        self.expert.observe(action, observation)
 
 
 class _WebShopExpert:
@@ -191,7 +228,7 @@ class _WebShopExpert:
         self.name = str(goal["name"])
         self.pages_seen = 0
 
-    def act(self, info: dict[str, Any]) -> str:
+    def act(self, observation: str, info: dict[str, Any]) -> str:
         admissible = list(info["admissible_actions"])
         # The session's page state (page, asin, options): the env's backend is ours.
         state = self.env._backend.get_state()
@@ -216,6 +253,9 @@ class _WebShopExpert:
         return "click[< prev]" if "click[< prev]" in admissible else "click[back to search]"
 
     def deviated(self) -> None:
+        pass
+
+    def observe(self, action: str, observation: str) -> None:
         pass
 
 
@@ -260,7 +300,10 @@ def play_episode(
     """One expert episode: its training examples (off-plan steps left out) and whether it was won."""
     prompt_config = config.prompt_config()
     observation, info = env.reset(seed=seed, options={"task": task})
-    expert = (_ALFWorldExpert if config.env == "alfworld" else _WebShopExpert)(env)
+    if config.env == "webshop":
+        expert: Any = _WebShopExpert(env)
+    else:
+        expert = (_ALFWorldSearcher if config.expert == "search" else _ALFWorldExpert)(env)
     task_text = extract_task(str(observation), prompt_config)
     history: list[tuple[str, str]] = []
     examples: list[dict[str, Any]] = []
@@ -273,7 +316,7 @@ def play_episode(
             action = _random_action(admissible, str(observation), rng)
             expert.deviated()
         else:
-            action = expert.act(info)
+            action = expert.act(str(observation), info)
             examples.append(
                 {
                     "prompt": messages,
@@ -286,6 +329,7 @@ def play_episode(
             )
         history.append((str(observation), action))
         observation, _, terminated, truncated, info = env.step(action)
+        expert.observe(action, str(observation))
         if terminated or truncated:
             won = bool(info.get("won", False))
             break
