@@ -130,7 +130,7 @@ def make_command_parser(
     """A parser for one subcommand: the dataclass's flags plus ``--config``.
 
     With ``subparsers`` the parser is added as subcommand ``name``; otherwise it is a
-    standalone parser (``python -m agentgym_rl.commands.<name>``).
+    standalone parser (``python -m agentgym_cli.commands.<name>``).
     """
     kwargs = dict(description=description, formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     if subparsers is not None:

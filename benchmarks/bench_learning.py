@@ -243,7 +243,7 @@ def rl_run(
     """One estimator and seed: RL steps from the SFT checkpoint, evaluated every ``eval_every`` steps."""
     from transformers import TrainerCallback
 
-    from agentgym_rl.commands.train import adopt_prompt_config
+    from trainers.checkpoints import adopt_prompt_config
     from trainers.config import StepGRPOConfig
     from trainers.trainer import StepGRPOTrainer
 

@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from agentgym_rl.cli import COMMANDS, main
+from agentgym_cli.main import COMMANDS, main
 
 
 @pytest.mark.parametrize("command", sorted(COMMANDS))
@@ -39,7 +39,7 @@ def test_play_expert_and_random_on_the_generated_shop(capsys):
 
 def test_module_entry_point_and_bad_flag():
     run = subprocess.run(
-        [sys.executable, "-m", "agentgym_rl.cli", "play", "--episodes", "zero"],
+        [sys.executable, "-m", "agentgym_cli", "play", "--episodes", "zero"],
         capture_output=True,
         text=True,
     )

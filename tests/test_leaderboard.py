@@ -198,7 +198,7 @@ def test_config_errors_name_the_fix():
 
 @pytest.mark.parametrize("command", ["leaderboard", "bench"])
 def test_help(command, capsys):
-    from agentgym_rl.cli import main
+    from agentgym_cli.main import main
 
     with pytest.raises(SystemExit) as exit_info:
         main([command, "--help"])
@@ -207,7 +207,7 @@ def test_help(command, capsys):
 
 
 def test_bench_collects_reports_and_failures(tmp_path, monkeypatch):
-    from agentgym_rl.commands import bench
+    from agentgym_cli.commands import bench
 
     package = tmp_path / "fakebench"
     package.mkdir()
@@ -244,7 +244,7 @@ def test_bench_collects_reports_and_failures(tmp_path, monkeypatch):
 def test_quick_flags_shrink_known_sizes():
     from dataclasses import dataclass, field
 
-    from agentgym_rl.commands.bench import quick_flags
+    from agentgym_cli.commands.bench import quick_flags
 
     @dataclass
     class Args:

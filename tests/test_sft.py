@@ -316,7 +316,7 @@ def test_sft_overfits_and_reproduces_the_expert(sft_run):
 
 
 def test_sft_command_trains_and_saves_the_prompt_config(sft_run, tmp_path, capsys):
-    from agentgym_rl.cli import main
+    from agentgym_cli.main import main
 
     out = tmp_path / "cli-sft"
     code = main(
@@ -354,7 +354,7 @@ def _rl_config(tmp_path, **overrides):
 def test_rl_from_an_sft_folder_adopts_its_prompt_config(sft_run, tmp_path):
     from transformers import AutoTokenizer
 
-    from agentgym_rl.commands.train import adopt_prompt_config
+    from trainers.checkpoints import adopt_prompt_config
     from trainers.trainer import StepGRPOTrainer
 
     folder = str(sft_run["model"])
@@ -406,7 +406,7 @@ def test_rl_from_an_sft_folder_adopts_its_prompt_config(sft_run, tmp_path):
 
 
 def _cli_error(capsys, argv: list[str]) -> str:
-    from agentgym_rl.cli import main
+    from agentgym_cli.main import main
 
     with pytest.raises(SystemExit) as exit_info:
         main(argv)
@@ -449,8 +449,8 @@ def test_trajectories_cli_rejects_a_bad_epsilon(tmp_path, capsys):
 
 
 def test_a_model_cloned_on_another_env_is_refused(sft_run, tmp_path, capsys):
-    from agentgym_rl.commands.train import adopt_prompt_config
     from benchmarks.leaderboard.hf_policy import prompt_config_for
+    from trainers.checkpoints import adopt_prompt_config
 
     folder = str(sft_run["model"])
     with pytest.raises(ValueError, match="alfworld"):

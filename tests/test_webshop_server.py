@@ -235,7 +235,7 @@ def test_idle_sessions_expire():
 
 
 def test_serve_webshop_command(monkeypatch):
-    from agentgym_rl.commands import serve_webshop
+    from agentgym_cli.commands import serve_webshop
     from webshop_server import app as app_module
 
     calls = []

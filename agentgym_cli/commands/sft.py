@@ -54,7 +54,7 @@ def main(argv: list[str] | None = None, parser: argparse.ArgumentParser | None =
 
     from trl import TrlParser
 
-    from agentgym_rl.commands.train import model_path
+    from trainers.checkpoints import model_path
     from trainers.sft import AgentSFTConfig, run_sft
 
     argv = list(sys.argv[1:] if argv is None else argv)

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from agentgym_rl.cli_args import make_passthrough_parser, with_default_output_dir
+from trainers.checkpoints import adopt_prompt_config, model_path
 
 #: `agentgym-rl train FLAGS` hands FLAGS to this module's own (TRL) parser unparsed.
 PASSTHROUGH = True
@@ -59,15 +60,6 @@ def make_parser(
     )
 
 
-def model_path(name: str) -> str:
-    """A model path, with `tiny` built (once) as the offline test model."""
-    if name != "tiny":
-        return name
-    from trainers.tiny_models import tiny_qwen2_path
-
-    return str(tiny_qwen2_path())
-
-
 def main(argv: list[str] | None = None, parser: argparse.ArgumentParser | None = None) -> int:
     """Run ``agentgym-rl train``; returns the exit code."""
     import sys
@@ -92,49 +84,6 @@ def main(argv: list[str] | None = None, parser: argparse.ArgumentParser | None =
     except ValueError as error:
         trl_parser.error(str(error))
     return run(script_args, config)
-
-
-#: The prompt settings a model folder's ``prompt_config.json`` carries into ``train``.
-PROMPT_FIELDS = ("history_window", "system_prompt", "action_format")
-
-
-def adopt_prompt_config(config: object, path: str, given: set[str]) -> dict | None:
-    """Prompt ``config``'s run as the model at ``path`` was trained (its ``prompt_config.json``).
-
-    Fields not set on the command line (``given``) are taken from the file; a flag that
-    contradicts it wins, with a warning. A model trained on another env's prompts is an error.
-
-    Returns:
-        The file's settings, or None when the folder has none (a base or hub model).
-    """
-    import warnings
-
-    from trainers.prompting import env_kind_of
-    from trainers.trainer import PROMPT_CONFIG_FILE
-
-    file = Path(path) / PROMPT_CONFIG_FILE
-    if not file.is_file():
-        return None
-    saved = json.loads(file.read_text())
-    kind = env_kind_of(config.env_id)
-    if saved.get("env_kind", kind) != kind:
-        raise ValueError(
-            f"{path} was trained on {saved['env_kind']} prompts ({file}) but this run's env is "
-            f"{config.env_id} ({kind}); train it on {saved['env_kind']} (--env {saved['env_kind']}) or start from "
-            "a model cloned on this env (agentgym-rl trajectories / sft --env ...)"
-        )
-    for name in PROMPT_FIELDS:
-        if name not in saved:
-            continue
-        if name not in given:
-            setattr(config, name, saved[name])
-        elif getattr(config, name) != saved[name]:
-            warnings.warn(
-                f"--{name} {getattr(config, name)!r} differs from the model's {saved[name]!r} ({file}): "
-                "the model is prompted differently from how it was trained",
-                stacklevel=2,
-            )
-    return saved
 
 
 def run(script_args: TrainScriptArguments, config: object) -> int:

@@ -1,6 +1,6 @@
-"""The ``agentgym-rl`` command line (also ``python -m agentgym_rl.cli``).
+"""The ``agentgym-rl`` command line (also ``python -m agentgym_cli``).
 
-Every subcommand lives in its own module under ``agentgym_rl/commands/`` with
+Every subcommand lives in its own module under ``agentgym_cli/commands/`` with
 ``make_parser(subparsers=None, prog=None)`` and ``main(args)``; heavy libraries are
 imported inside ``main`` so that ``--help`` stays fast.
 """
@@ -14,14 +14,14 @@ import sys
 #: Subcommand name -> module path. A module that is missing (its extra not built yet)
 #: is skipped so that the others still work.
 COMMANDS: dict[str, str] = {
-    "play": "agentgym_rl.commands.play",
-    "data": "agentgym_rl.commands.data",
-    "serve-webshop": "agentgym_rl.commands.serve_webshop",
-    "trajectories": "agentgym_rl.commands.trajectories",
-    "sft": "agentgym_rl.commands.sft",
-    "train": "agentgym_rl.commands.train",
-    "leaderboard": "agentgym_rl.commands.leaderboard",
-    "bench": "agentgym_rl.commands.bench",
+    "play": "agentgym_cli.commands.play",
+    "data": "agentgym_cli.commands.data",
+    "serve-webshop": "agentgym_cli.commands.serve_webshop",
+    "trajectories": "agentgym_cli.commands.trajectories",
+    "sft": "agentgym_cli.commands.sft",
+    "train": "agentgym_cli.commands.train",
+    "leaderboard": "agentgym_cli.commands.leaderboard",
+    "bench": "agentgym_cli.commands.bench",
 }
 
 
