@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 import random
+import struct
 from collections import defaultdict
 
 from trainers.step_batch import StepBatch
@@ -32,6 +33,7 @@ def rows_of(batch: StepBatch) -> list[dict]:
         "r": batch.reward.tolist(),
         "R": batch.outcome.tolist(),
         "S": batch.score.tolist(),
+        "p": batch.penalty.tolist() if batch.penalty is not None else [None] * batch.num_rows,
         "done": batch.done.tolist(),
         "sem": batch.semantic_key.tolist() if batch.semantic_key is not None else [None] * batch.num_rows,
         "anchor": batch.anchor_key.tolist() if batch.anchor_key is not None else [None] * batch.num_rows,
@@ -117,18 +119,39 @@ def lone_groups(rows: list[dict]) -> set[int]:
 # ------------------------------------------------------------------ GRPO / GiGPO
 
 
+def float32(x: float) -> float:
+    """``x`` rounded to float32 (the precision ``StepBatch.reward`` is stored in)."""
+    return struct.unpack("f", struct.pack("f", x))[0]
+
+
+def episode_signals(rows: list[dict], cfg) -> tuple[list[float], dict[int, float]]:
+    """The episode signal of every row and of every rollout (unscaled)."""
+    trajs = by_trajectory(rows)
+    if cfg.episode_signal == "success":
+        values = [row["R"] for row in rows]
+    elif cfg.episode_signal == "return":
+        totals = {traj: sum(rows[i]["r"] for i in indices) for traj, indices in trajs.items()}
+        values = [totals[row["traj"]] for row in rows]
+    else:  # verl_agent: the outcome minus the row's own penalty
+        values = [row["R"] - row["p"] for row in rows]
+    per_rollout = {traj: values[indices[0]] for traj, indices in trajs.items()}  # first step
+    return values, per_rollout
+
+
 def ref_episode(rows: list[dict], cfg) -> list[float]:
-    """``A^E_i = z(R_i | group)`` with verl-agent's statistics."""
+    """``A^E_i = z(x | group)`` of the episode signal ``x`` with verl-agent's statistics."""
+    values, per_rollout = episode_signals(rows, cfg)
     members: dict = defaultdict(list)
     if cfg.episode_stats == "steps":
-        for row in rows:
-            members[row["group"]].append(row["R"] * cfg.reward_scale)
+        for row, value in zip(rows, values, strict=True):
+            members[row["group"]].append(value * cfg.reward_scale)
     else:
-        for group, outcome in traj_outcomes(rows).values():
-            members[group].append(outcome * cfg.reward_scale)
+        groups = traj_outcomes(rows)
+        for traj, value in per_rollout.items():
+            members[groups[traj][0]].append(value * cfg.reward_scale)
     return [
-        normalize(row["R"] * cfg.reward_scale, members[row["group"]], cfg.norm, cfg.epsilon, "identity")
-        for row in rows
+        normalize(value * cfg.reward_scale, members[row["group"]], cfg.norm, cfg.epsilon, "identity")
+        for row, value in zip(rows, values, strict=True)
     ]
 
 
@@ -141,7 +164,11 @@ def anchor_keys(rows: list[dict], use_anchor_key: bool = False) -> list[tuple]:
 
 
 def ref_gigpo_step(rows: list[dict], cfg) -> list[float]:
-    q = discounted(rows, [row["r"] for row in rows], cfg.gamma)
+    if cfg.step_penalty == "own_step":  # env rewards discounted, then the row's own penalty
+        env = [float32(row["r"] + row["p"]) for row in rows]
+        q = [value - row["p"] for value, row in zip(discounted(rows, env, cfg.gamma), rows, strict=True)]
+    else:
+        q = discounted(rows, [row["r"] for row in rows], cfg.gamma)
     return normalize_in_groups(q, anchor_keys(rows, cfg.enable_similarity), cfg.norm, cfg.epsilon, "zero")
 
 
@@ -420,6 +447,7 @@ def random_records(
     unfinished: float = 0.0,
     scale: float | None = None,
     paths: bool = False,
+    penalties: bool = False,
 ) -> list[dict]:
     """Per-step records as the rollout collector would give them, shuffled.
 
@@ -428,7 +456,8 @@ def random_records(
     sometimes shared) and get an invalid-action penalty now and then. ``scale``: the
     trainer's reward scale (rewards and outcomes scaled, ``score`` records the unscaled
     outcome). ``paths``: random ``path_count`` / ``path_successes`` as a branching
-    search's rows carry them (1 path on a done row).
+    search's rows carry them (1 path on a done row). ``penalties``: records carry ``penalty``
+    (the amount taken off their reward).
     """
     intern = intern or Interner()
     records = []
@@ -470,7 +499,8 @@ def random_records(
                 ]
                 hist.append(intern(("p", task, tuple(states[: t + 1]), tuple(actions[:t]))))
                 last = t == length - 1
-                reward = -0.1 if rng.random() < 0.2 else 0.0
+                penalty = 0.1 if rng.random() < 0.2 else 0.0
+                reward = -0.1 if penalty else 0.0
                 if last and not alive:
                     reward += outcome
                 record = dict(
@@ -486,6 +516,9 @@ def random_records(
                 )
                 if scale is not None:
                     record.update(reward=reward * scale, outcome=outcome * scale, score=outcome)
+                    penalty *= scale
+                if penalties:
+                    record["penalty"] = penalty
                 if paths:
                     count = 1 if record["done"] else rng.randint(0, 3)
                     wins = int(outcome >= 1.0) if record["done"] else rng.randint(0, count)

@@ -56,6 +56,23 @@ CASES = [
     ("progpo_c", {"failed_threshold": 1.0}, {"scale": 10.0}),
     ("progpo_r", {}, {"scale": 10.0, "semantic": True}),
     ("3spo", {"add_episode": True, "alpha": 1.0}, {"scale": 10.0, "terminal_keys": True}),
+    # Episode signals and verl-agent's placement of the invalid-action penalty.
+    ("grpo", {"episode_signal": "return"}, {}),
+    ("grpo", {"episode_signal": "verl_agent", "episode_stats": "rollouts"}, {"penalties": True}),
+    ("gigpo", {"episode_signal": "verl_agent", "step_penalty": "own_step"}, {"penalties": True}),
+    ("gigpo", {"episode_signal": "return", "norm": "mean", "episode_stats": "rollouts"}, {}),
+    (
+        "gigpo",
+        {"episode_signal": "verl_agent", "step_penalty": "own_step"},
+        {"penalties": True, "scale": 10.0},
+    ),
+    (
+        "progpo_c",
+        {"base": "gigpo", "episode_signal": "return", "step_penalty": "own_step"},
+        {"penalties": True},
+    ),
+    ("progpo_r", {"episode_signal": "verl_agent"}, {"penalties": True}),
+    ("3spo", {"add_episode": True, "episode_signal": "return"}, {"terminal_keys": True}),
 ]
 
 

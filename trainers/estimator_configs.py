@@ -17,6 +17,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 __all__ = [
+    "EPISODE_SIGNALS",
+    "STEP_PENALTIES",
     "EstimatorConfig",
     "GRPOEstimatorConfig",
     "GiGPOEstimatorConfig",
@@ -24,6 +26,12 @@ __all__ = [
     "ProGPOREstimatorConfig",
     "SPO3EstimatorConfig",
 ]
+
+
+#: Values of ``EstimatorConfig.episode_signal``.
+EPISODE_SIGNALS = ("success", "return", "verl_agent")
+#: Values of ``GiGPOEstimatorConfig.step_penalty``.
+STEP_PENALTIES = ("discounted", "own_step")
 
 
 def _choice(name: str, value: object, choices: tuple, hint: str) -> None:
@@ -49,8 +57,16 @@ class EstimatorConfig:
         episode_stats (`str`, defaults to `"steps"`): statistics of a group over its step
             rows (verl-agent) or over its rollouts (`"rollouts"`).
         epsilon (`float`, defaults to `1e-6`): `ε` of `z(x | S)`.
-        reward_scale (`float`, defaults to `1.0`): multiplies `R_i` in the episode term
-            (verl-agent trains on 10 × won; it matters with `norm="mean"`).
+        reward_scale (`float`, defaults to `1.0`): multiplies the episode signal in the
+            episode term (verl-agent trains on 10 × won; it matters with `norm="mean"`).
+        episode_signal (`str`, defaults to `"success"`): the value `x` normalized by the
+            episode term. `"success"`: `R_i`, the rollout's outcome (what the env paid, no
+            penalty). `"return"`: the rollout's undiscounted penalized return `Σ_t r_t`
+            (shaping such as the invalid-action penalty included; every row of a rollout
+            carries it). `"verl_agent"`: `R_i - p_t`, the outcome minus the *row's own*
+            invalid-action penalty (`StepBatch.penalty`), which is what verl-agent's GRPO and
+            GiGPO normalize (`token_level_rewards.sum(-1)`: the episode reward, minus the
+            penalty `apply_invalid_action_penalty` puts on that step's last token).
     """
 
     # Parameters that control the episode (GRPO) term
@@ -70,7 +86,15 @@ class EstimatorConfig:
     epsilon: float = field(default=1e-6, metadata={"help": "epsilon added to the std in z(x | S)."})
     reward_scale: float = field(
         default=1.0,
-        metadata={"help": "Scale of the outcome R_i in the episode term (verl-agent uses 10 x won)."},
+        metadata={"help": "Scale of the episode signal in the episode term (verl-agent uses 10 x won)."},
+    )
+    episode_signal: str = field(
+        default="success",
+        metadata={
+            "help": "Value the episode term normalizes: 'success': the outcome R_i (no penalty); 'return': the "
+            "rollout's undiscounted return sum_t r_t, penalties included; 'verl_agent': R_i minus the row's own "
+            "invalid-action penalty (StepBatch.penalty), as verl-agent's GRPO/GiGPO."
+        },
     )
 
     def __post_init__(self) -> None:
@@ -85,6 +109,13 @@ class EstimatorConfig:
             self.episode_stats,
             ("steps", "rollouts"),
             'use "steps" (verl-agent) or "rollouts"',
+        )
+        _choice(
+            "episode_signal",
+            self.episode_signal,
+            EPISODE_SIGNALS,
+            'use "success" (the outcome R_i), "return" (sum of the rollout\'s penalized rewards) or '
+            "\"verl_agent\" (R_i minus the row's own penalty, verl-agent's GRPO/GiGPO)",
         )
         _positive("epsilon", self.epsilon)
         _positive("reward_scale", self.reward_scale)
@@ -102,12 +133,23 @@ class _DiscountedConfig(EstimatorConfig):
 
 @dataclass
 class GRPOEstimatorConfig(EstimatorConfig):
-    """GRPO: `A_t = z(R_i | group)` for every step of rollout `i` (see :class:`EstimatorConfig`)."""
+    """GRPO: `A_t = z(R_i | group)` for every step of rollout `i` (see :class:`EstimatorConfig`).
+
+    Episode signal: `"success"` by default, the outcome `R_i` as `ALGORITHMS.md` and the GRPO
+    papers define the reward, so GRPO sees no invalid-action penalty. `"verl_agent"`
+    reproduces verl-agent's GRPO, whose per-row score also subtracts the row's own penalty.
+    """
 
 
 @dataclass
 class GiGPOEstimatorConfig(_DiscountedConfig):
     """GiGPO: `A_t = A^E_i + ω · z(Q_t | anchor group)`; anchors are equal state keys of one task group.
+
+    Episode signal: `"success"` by default (`A^E_i = z(R_i | group)`, the paper's Eq. 3 on the
+    outcome): the invalid-action penalty already reaches GiGPO through `Q_t`, and counting it in
+    the episode term too makes `mean_std_norm` blow a 0.1 penalty up to an order-1 advantage in
+    groups whose outcomes tie. `episode_signal="verl_agent"` with `step_penalty="own_step"`
+    reproduces verl-agent's code exactly (see :mod:`trainers.estimators.grpo`).
 
     > Parameters that control the step (anchor) term
 
@@ -121,6 +163,12 @@ class GiGPOEstimatorConfig(_DiscountedConfig):
             rollout collector merges two observations into one anchor (verl-agent's
             `similarity_thresh`); read by the trainer, which has the collector compute
             `anchor_key` when `enable_similarity` is on.
+        step_penalty (`str`, defaults to `"discounted"`): how the penalty `p_t` enters `Q_t`.
+            `"discounted"`: `Q_t = Σ_{j≥t} γ^{j-t} r_j` over the penalized rewards
+            (`ALGORITHMS.md`: later penalties are discounted into earlier steps). `"own_step"`:
+            `Q_t = Σ_{j≥t} γ^{j-t} (r_j + p_j) - p_t`, the env's rewards discounted, then the row's
+            own penalty taken off (verl-agent: `apply_invalid_action_penalty` subtracts it from
+            `step_rewards` after `compute_step_discounted_returns`); needs `StepBatch.penalty`.
     """
 
     # Parameters that control the step (anchor) term
@@ -139,9 +187,23 @@ class GiGPOEstimatorConfig(_DiscountedConfig):
             "anchor (verl-agent's similarity_thresh; used with enable_similarity)."
         },
     )
+    step_penalty: str = field(
+        default="discounted",
+        metadata={
+            "help": "How the invalid-action penalty p_t enters Q_t: 'discounted': Q_t discounts the penalized "
+            "rewards r_t; 'own_step': the env's rewards r_t + p_t discounted, minus the row's own p_t "
+            "(verl-agent; needs StepBatch.penalty)."
+        },
+    )
 
     def __post_init__(self) -> None:
         super().__post_init__()
+        _choice(
+            "step_penalty",
+            self.step_penalty,
+            STEP_PENALTIES,
+            'use "discounted" (Q_t over the penalized rewards) or "own_step" (verl-agent)',
+        )
         if not 0.0 < self.similarity_threshold <= 1.0:
             raise ValueError(
                 f"similarity_threshold={self.similarity_threshold!r} must lie in (0, 1]; verl-agent uses 0.95"
@@ -151,6 +213,12 @@ class GiGPOEstimatorConfig(_DiscountedConfig):
 @dataclass
 class ProGPOCEstimatorConfig(GiGPOEstimatorConfig):
     """ProGPO-C: first-visit coverage ranks rollouts of all-failed groups.
+
+    Episode signal: `"success"` by default: the coverage term is meant for groups whose
+    episode term is exactly 0 (every `R_i = 0`); a penalized signal (`"return"`,
+    `"verl_agent"`) would give those groups episode advantages made of format penalties,
+    of order 1 under `norm="std"`, swamping the `λ = 0.1` coverage ranking. The all-failed
+    rule reads `R_i` (or the score) whatever the signal.
 
     > Parameters that control the coverage term
 
@@ -215,6 +283,10 @@ class ProGPOREstimatorConfig(_DiscountedConfig):
 
     `A_t = A^E_i + ω_P 1{|P_t| ≥ 2} z(Q_t | P_t) + ω_Φ 1{|P_t| = 1} ρ_t z(c_t | task)` with
     `c_t = r_t + γ Φ(s_{t+1}) - Φ(s_t)` and `ρ_t = n_eff / (n_eff + κ)`.
+
+    Episode signal: `"success"` by default: `A^E_i` compares outcomes, like the potentials
+    (built from env scores); the invalid-action penalty already enters through `r_t` in `Q_t`
+    and `c_t`, so a penalized episode signal would count it twice.
 
     > Parameters that control the potentials
 
@@ -300,6 +372,11 @@ class SPO3EstimatorConfig(_DiscountedConfig):
     """3SPO: state-score step rewards normalized in anchor-state groups.
 
     `R_t = ω(N) 1[k(o_t) ≠ k(o_{t+1})] + (0.5 - ω(N)) (S(s_t) - S(s_{t+1})) + 0.5 r^succ_t`.
+
+    Episode signal: no episode term by default (`add_episode=False`, the public code's
+    step-only advantage); with `add_episode=True` it is `"success"`, the outcome, matching the
+    success term `0.5 r^succ` that is 3SPO's only outcome reward (its `R_t` ignore env
+    penalties by design).
 
     > Parameters that control the state score
 

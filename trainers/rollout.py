@@ -11,9 +11,9 @@ the rollout's outcome once its episode ends). The trainer turns the records into
 What a record carries for the estimators:
 
 - loss side, scaled by ``reward_scale``: ``reward`` (``r_t`` as the env paid it, minus
-  the invalid-action penalty) and ``outcome`` (``R_i``: the env's return of the
-  episode, ``Σ_t r_t`` before penalties, i.e. ALFWorld's win, WebShop's score, or
-  whatever the env's own reward shaping pays, e.g. ``10 × won``);
+  the invalid-action penalty, which ``penalty`` records unscaled) and ``outcome`` (``R_i``:
+  the env's return of the episode, ``Σ_t r_t`` before penalties, i.e. ALFWorld's win,
+  WebShop's score, or whatever the env's own reward shaping pays, e.g. ``10 × won``);
 - success side, never scaled: ``score``, the env's ``info["score"]`` (else
   ``info["won"]``) in ``[0, 1]``, read by 3SPO's successes, ProGPO-R's potentials and
   ProGPO-C's score threshold;
@@ -327,6 +327,7 @@ class RolloutCollector:
             "next_state_key": int(nxt["state_key"]) if has_next else 0,
             "next_first_visit": bool(nxt["first_visit"]) if has_next else False,
             "reward": reward * self.reward_scale - penalty,
+            "penalty": float(penalty),  # p_t, for verl-agent's placement of it (episode_signal)
             "outcome": 0.0,  # filled in when the episode ends (set_outcome)
             "score": 0.0,
             "done": done,

@@ -45,6 +45,9 @@ RECORD_FIELDS: dict[str, str] = {
     "done": "required; True on the rollout's last step (terminated or truncated)",
     "score": "optional (all records or none); the rollout's env score in [0, 1] (info['score'], else "
     "info['won']), never scaled: success and potentials read it; default: outcome",
+    "penalty": "optional (all records or none); p_t, the shaping subtracted from the env's reward to give "
+    "'reward' (the invalid-action penalty, 0 on a valid step): r_t = env reward (scaled) - p_t; read by "
+    "episode_signal='verl_agent' and GiGPO's step_penalty='own_step'",
     "next_state_key": "optional; k(o_{t+1}); default: the next step's state_key, 0 after the last step",
     "next_first_visit": "optional; f_{t+1}; default: the next step's first_visit, False after the last "
     "(with next_state_key given: whether that key is new in the rollout)",
@@ -82,6 +85,9 @@ class StepBatch:
         score: float32 ``[rows]``, the rollout's env score in ``[0, 1]``, never scaled: what
             success (3SPO), potentials (ProGPO-R) and score thresholds (ProGPO-C) read.
             Defaults to ``outcome`` (batches built by hand, at reward scale 1).
+        penalty: optional float32 ``[rows]``, ``p_t``: what ``reward`` had subtracted from the
+            env's reward (the invalid-action penalty), for verl-agent's placement of it
+            (``episode_signal="verl_agent"``, GiGPO's ``step_penalty="own_step"``).
         semantic_key: optional int64 ``[rows]``, a coarser key of ``o_t`` (ProGPO-R).
         anchor_key: optional int64 ``[rows]``, replaces ``state_key`` as GiGPO's anchor
             (e.g. similarity-merged observations).
@@ -102,6 +108,7 @@ class StepBatch:
     outcome: torch.Tensor
     done: torch.Tensor
     score: torch.Tensor | None = None
+    penalty: torch.Tensor | None = None
     semantic_key: torch.Tensor | None = None
     anchor_key: torch.Tensor | None = None
     path_count: torch.Tensor | None = None
@@ -193,13 +200,13 @@ class StepBatch:
             outcome=torch.tensor([float(r["outcome"]) for r in rows], dtype=torch.float32),
             done=torch.tensor([bool(r["done"]) for r in rows]),
         )
-        for name in ("score", *_OPTIONAL_ROW_KEYS):
+        for name in ("score", "penalty", *_OPTIONAL_ROW_KEYS):
             present = [r.get(name) is not None for r in rows]
             if any(present) and not all(present):
                 raise ValueError(f"'{name}' is set on some records only: give it on every record or none")
             if not all(present):
                 batch_fields[name] = None
-            elif name == "score":
+            elif name in ("score", "penalty"):
                 batch_fields[name] = torch.tensor([float(r[name]) for r in rows], dtype=torch.float32)
             else:
                 batch_fields[name] = ints(name)

@@ -16,9 +16,12 @@ __all__ = [
     "Diagnostics",
     "all_failed_groups",
     "anchor_ids",
+    "env_rewards",
+    "episode_signal",
     "episode_term",
     "group_size_diagnostics",
     "merged_anchor_diagnostics",
+    "row_penalty",
     "safe_mean",
 ]
 
@@ -96,17 +99,70 @@ class BatchIndex:
         return segment_sum(torch.ones_like(self.traj_group), self.traj_group, self.num_groups)
 
 
-def episode_term(batch: StepBatch, index: BatchIndex, config: EstimatorConfig) -> torch.Tensor:
-    """``A^E_i = z(R_i | group)`` on every step row, with verl-agent's statistics (float64).
+def row_penalty(batch: StepBatch, option: str) -> torch.Tensor:
+    """``p_t`` of every row (float64), for an option that places the penalty as verl-agent does."""
+    if batch.penalty is None:
+        raise ValueError(
+            f"{option} needs StepBatch.penalty (p_t, the invalid-action penalty subtracted from each "
+            "row's reward): give every record a 'penalty' (trainers.rollout records it), or keep the "
+            'defaults episode_signal="success" and step_penalty="discounted"'
+        )
+    return batch.penalty.to(torch.float64)
 
-    ``episode_stats="steps"`` takes the group's mean/std over its step rows (each row
-    carrying its rollout's outcome), ``"rollouts"`` over one value per rollout; a
-    group with a single member (row or rollout) has mean 0 and std 1.
+
+def env_rewards(batch: StepBatch, option: str) -> torch.Tensor:
+    """``r_t + p_t``: the env's (scaled) reward before the penalty, float64.
+
+    Rounded to float32, the precision ``StepBatch.reward`` is stored in, so that the env's
+    reward comes back exactly (``float32(9.9) + float32(0.1)`` is ``10`` only after rounding):
+    rows whose env rewards tie keep equal returns, which the ``ε``-sized std of ``z`` would
+    otherwise turn into advantages of ``0.1``.
     """
-    value = batch.outcome.to(torch.float64) * config.reward_scale
+    unpenalized = batch.reward.to(torch.float64) + row_penalty(batch, option)
+    return unpenalized.to(torch.float32).to(torch.float64)
+
+
+def episode_signal(
+    batch: StepBatch, index: BatchIndex, config: EstimatorConfig
+) -> tuple[torch.Tensor, Callable]:
+    """The episode term's value on every row and, lazily, one value per rollout (float64, unscaled).
+
+    ``config.episode_signal``: ``"success"``: ``R_i`` (``StepBatch.outcome``); ``"return"``:
+    ``Σ_t r_t`` of the rollout's rows in the batch (penalties included); ``"verl_agent"``:
+    ``R_i - p_t``, the row's own penalty taken off (verl-agent's ``token_level_rewards.sum(-1)``),
+    whose per-rollout value is that of the rollout's first step (verl-agent's first row of the
+    rollout in batch order, with ``compute_mean_std_cross_steps=False``).
+    """
+    kind = config.episode_signal
+    if kind == "success":
+        return batch.outcome.to(torch.float64), lambda: index.traj_outcome
+    if kind == "return":
+        per_rollout = segment_sum(batch.reward.to(torch.float64), index.traj, index.num_traj)
+        return per_rollout.index_select(0, index.traj), lambda: per_rollout
+    value = batch.outcome.to(torch.float64) - row_penalty(batch, 'episode_signal="verl_agent"')
+
+    def first_steps() -> torch.Tensor:
+        layout = index.layout
+        lengths = layout.lengths()
+        first_row = layout.order.index_select(0, torch.cumsum(lengths, 0) - lengths)
+        return value.index_select(0, first_row)
+
+    return value, first_steps
+
+
+def episode_term(batch: StepBatch, index: BatchIndex, config: EstimatorConfig) -> torch.Tensor:
+    """``A^E_i = z(x | group)`` on every step row, with verl-agent's statistics (float64).
+
+    ``x`` is the episode signal (:func:`episode_signal`; default ``R_i``) times
+    ``reward_scale``. ``episode_stats="steps"`` takes the group's mean/std over its step
+    rows (each row carrying its value), ``"rollouts"`` over one value per rollout; a group
+    with a single member (row or rollout) has mean 0 and std 1.
+    """
+    value, per_rollout = episode_signal(batch, index, config)
+    value = value * config.reward_scale
     members = None
     if config.episode_stats == "rollouts":
-        members = (index.traj_outcome * config.reward_scale, index.traj_group)
+        members = (per_rollout() * config.reward_scale, index.traj_group)
     return zscore(
         value,
         index.group,

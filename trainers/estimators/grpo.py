@@ -11,6 +11,23 @@ same return, so ``A^E = 0`` unless it has a single row (mean 0, std 1: ``A^E = R
 with ``episode_stats="rollouts"`` it is the group's only member: ``A^E = R_i / (1 + ε)``
 on every row (``R_i`` with ``norm="mean"``). GiGPO's step term still compares the
 rollout's own revisits of a state (an anchor group may hold several steps of one rollout).
+
+Episode signal and penalty placement. Both default to the outcome ``R_i``
+(``episode_signal="success"``) and to ``Q_t`` over the penalized rewards
+(``step_penalty="discounted"``), as ``ALGORITHMS.md`` states them: the invalid-action penalty
+reaches GiGPO through the step term only, and GRPO not at all. verl-agent's code
+(``gigpo/core_gigpo.py``, ``verl/trainer/ppo/ray_trainer.py``) places it differently: its
+episode score is ``token_level_rewards.sum(-1)``, the rollout's summed env rewards minus the
+*row's own* penalty (``apply_invalid_action_penalty`` runs after the reward manager wrote the
+episode reward on the step's last token), and its step returns are discounted env rewards
+minus the row's own penalty (the penalty is subtracted from ``step_rewards`` after
+``compute_step_discounted_returns``). ``episode_signal="verl_agent"`` with
+``step_penalty="own_step"`` reproduces it (``StepBatch.penalty`` needed; tested in
+``tests/test_gigpo_episode_signal.py``). It is not the default because in a group whose
+outcomes tie (all failed, all won) the std over rows is the penalties' own, so
+``mean_std_norm`` turns a 0.1 format penalty into episode advantages of order 1, stacked on
+the step term's: one penalized row among ``n`` otherwise equal rows gets ``-(n - 1) / √n``
+(``-3.75`` at ``n = 16``).
 """
 
 from __future__ import annotations
@@ -23,9 +40,11 @@ from trainers.estimators.common import (
     Diagnostics,
     anchor_ids,
     base_diagnostics,
+    env_rewards,
     episode_term,
     group_size_diagnostics,
     merged_anchor_diagnostics,
+    row_penalty,
 )
 from trainers.segment_ops import discounted_returns, zscore
 from trainers.step_batch import StepBatch
@@ -53,9 +72,19 @@ def grpo(
 def gigpo_step_term(
     batch: StepBatch, index: BatchIndex, config: GiGPOEstimatorConfig
 ) -> tuple[torch.Tensor, torch.Tensor, int]:
-    """``A^S_t = z(Q_t | anchor group)`` (float64), with the anchor ids and their count."""
+    """``A^S_t = z(Q_t | anchor group)`` (float64), with the anchor ids and their count.
+
+    ``step_penalty="discounted"``: ``Q_t`` discounts the penalized rewards ``r_t``;
+    ``"own_step"`` (verl-agent): the env's rewards ``r_t + p_t`` are discounted and the row's
+    own penalty ``p_t`` is taken off afterwards.
+    """
     ids, num = anchor_ids(batch, index, config.enable_similarity)
-    returns = discounted_returns(batch.reward.to(torch.float64), index.layout, config.gamma)
+    if config.step_penalty == "own_step":
+        option = 'step_penalty="own_step"'
+        env = env_rewards(batch, option)
+        returns = discounted_returns(env, index.layout, config.gamma) - row_penalty(batch, option)
+    else:
+        returns = discounted_returns(batch.reward.to(torch.float64), index.layout, config.gamma)
     step = zscore(returns, ids, num, norm=config.norm, epsilon=config.epsilon, singleton="zero")
     return step, ids, num
 
