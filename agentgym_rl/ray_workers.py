@@ -16,8 +16,11 @@ Ray is an optional extra: ``pip install "agentgym-rl[ray]"``. The actors import
 
 from __future__ import annotations
 
+import contextlib
 import functools
+import os
 import traceback
+from collections.abc import Iterator
 from typing import Any
 
 from agentgym_rl.workers import (
@@ -59,9 +62,40 @@ def connect(address: str | None) -> Any:
         The ``ray`` module.
     """
     ray = require_ray()
-    if not ray.is_initialized():
+    if ray.is_initialized():
+        return ray
+    if address in (None, "local") and not (address is None and os.environ.get("RAY_ADDRESS")):
+        with _loopback_node_ip(ray):
+            ray.init(address=address, _node_ip_address="127.0.0.1", include_dashboard=False)
+    else:
         ray.init(address=address)
     return ray
+
+
+@contextlib.contextmanager
+def _loopback_node_ip(ray: Any) -> Iterator[None]:
+    """Let a new local Ray instance keep 127.0.0.1 as its node IP, so it listens on loopback only.
+
+    Ray (2.60) binds its gRPC servers (GCS, raylet's node and object managers, every worker's
+    core worker) and the runtime env agent to the node IP, but on Linux it replaces a node IP
+    of 127.0.0.1 with the machine's routable address (``services.resolve_ip_for_localhost``),
+    so ``_node_ip_address="127.0.0.1"`` alone still listens on every interface. Only where
+    ``ray_constants.ENABLE_RAY_CLUSTER`` is false (macOS and Windows; on Linux
+    ``RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0`` before ``import ray``) does it keep the loopback IP;
+    this sets that flag for the ``ray.init`` call. No dashboard: its HTTP server is not needed.
+    Token authentication (``RAY_AUTH_MODE``, on by default for a new local instance) is untouched.
+    Measured by ``tests/test_scaling.py::test_local_ray_listens_on_loopback_only``.
+    """
+    constants = getattr(getattr(ray, "_private", None), "ray_constants", None)
+    if constants is None or not hasattr(constants, "ENABLE_RAY_CLUSTER"):
+        yield  # another Ray layout: the test above says whether it still binds to loopback
+        return
+    saved = constants.ENABLE_RAY_CLUSTER
+    constants.ENABLE_RAY_CLUSTER = False
+    try:
+        yield
+    finally:
+        constants.ENABLE_RAY_CLUSTER = saved
 
 
 class _EnvActor:

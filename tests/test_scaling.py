@@ -77,14 +77,17 @@ def test_ray_backend_without_ray_names_the_extra(monkeypatch):
 def ray_cluster():
     """A local Ray cluster of 2 CPUs on 127.0.0.1, shut down (every process gone) after the module."""
     ray = pytest.importorskip("ray")
+    from agentgym_rl.ray_workers import _loopback_node_ip
+
     before = _descendants()
-    ray.init(
-        address="local",  # a new cluster, never one named by $RAY_ADDRESS
-        num_cpus=2,
-        include_dashboard=False,
-        _node_ip_address="127.0.0.1",
-        log_to_driver=False,
-    )
+    with _loopback_node_ip(ray):  # else Ray on Linux swaps 127.0.0.1 for the host's address
+        ray.init(
+            address="local",  # a new cluster, never one named by $RAY_ADDRESS
+            num_cpus=2,
+            include_dashboard=False,
+            _node_ip_address="127.0.0.1",
+            log_to_driver=False,
+        )
     yield ray
     ray.shutdown()
     assert _wait_gone(before) == [], "Ray left processes behind"
