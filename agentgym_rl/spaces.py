@@ -67,6 +67,9 @@ class TextSpace(Space[str]):
             and other.min_length == self.min_length
         )
 
+    def __hash__(self) -> int:  # equal spaces hash equal (``__eq__`` alone makes instances unhashable)
+        return hash((TextSpace, self.min_length, self.max_length))
+
     def to_jsonable(self, sample_n: Any) -> list[str]:
         return list(sample_n)
 

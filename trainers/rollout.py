@@ -1,6 +1,7 @@
 """The rollout collector: multi-turn episodes in a ``GroupVectorEnv``, one training row per env step.
 
-It is the only place where envs and the policy meet: at every step it writes the
+It is where the trainer's envs and policy meet (3SPO's branching and the post-step
+collector run their own loops): at every step it writes the
 prompt of each active env (:mod:`trainers.prompting`), asks a ``generate`` callable
 for the replies, parses actions, steps the envs in lockstep and records, per env step,
 the prompt and completion token ids and a :data:`trainers.step_batch.RECORD_FIELDS`

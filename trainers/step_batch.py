@@ -152,7 +152,7 @@ class StepBatch:
         """Build a batch from per-step records (see :data:`RECORD_FIELDS`).
 
         Args:
-            records: mappings or objects (e.g. a ``StepRecord`` dataclass) carrying the
+            records: mappings or objects (e.g. a dataclass with those fields) carrying the
                 fields of :data:`RECORD_FIELDS`, in any order. Non-integer
                 ``group_id``/``traj_id`` values (e.g. uuid strings) are numbered in
                 order of first appearance.

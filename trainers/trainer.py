@@ -25,6 +25,7 @@ import os
 import time
 from typing import Any
 
+import gymnasium as gym
 import numpy as np
 import torch
 from trl import GRPOTrainer
@@ -201,7 +202,13 @@ class StepGRPOTrainer(GRPOTrainer):
         self.model.eval()
         try:
             if self.branching is not None:
-                steps = self.args.max_env_steps or 50
+                # The env's own step limit when none is set (ALFWorld 50, WebShop 15).
+                steps = (
+                    self.args.max_env_steps
+                    or self.args.env_kwargs.get("max_episode_steps")
+                    or gym.spec(self.args.env_id).max_episode_steps
+                    or 50
+                )
                 budget = self.args.branch_budget or self.args.num_tasks * self.args.group_size * steps
                 rollout = self.branching.collect(self._generate_replies, tasks, budget, seed=seed)
             elif self.post_step is not None:

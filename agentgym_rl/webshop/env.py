@@ -122,7 +122,7 @@ class WebShopEnv(gym.Env[str, str]):
     | ``action_valid`` | bool | the action did something (always True on reset) |
 
     ## Vectorized environment
-    ``gym.make_vec`` goes through ``agentgym_rl.vector:make_group_vector_env``.
+    ``gym.make_vec`` goes through ``agentgym_rl.vector:webshop_vector_env``.
     :meth:`snapshot` / :meth:`restore` save and restore an episode (a few hundred
     bytes) to branch rollouts.
 
