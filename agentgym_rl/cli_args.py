@@ -156,8 +156,35 @@ def make_passthrough_parser(
     return parser
 
 
+def _config_file(argv: list[str]) -> str | None:
+    for i, arg in enumerate(argv):
+        if arg == "--config" and i + 1 < len(argv):
+            return argv[i + 1]
+        if arg.startswith("--config="):
+            return arg.split("=", 1)[1]
+    return None
+
+
 def with_default_output_dir(argv: list[str], default: str) -> list[str]:
-    """``argv`` plus ``--output_dir default`` unless it sets one (or asks for --help)."""
-    if "--help" in argv or any(a == "--output_dir" or a.startswith("--output_dir=") for a in argv):
+    """``argv`` plus ``--output_dir default`` unless it sets one, its ``--config`` YAML does, or it asks for --help.
+
+    >>> with_default_output_dir(["--max_steps", "2"], "runs/x")
+    ['--max_steps', '2', '--output_dir', 'runs/x']
+    """
+    if "--help" in argv or any(
+        a in ("--output_dir", "--output-dir") or a.startswith(("--output_dir=", "--output-dir="))
+        for a in argv
+    ):
         return argv
+    config = _config_file(argv)
+    if config is not None:
+        import yaml
+
+        try:
+            with open(config) as handle:
+                settings = yaml.safe_load(handle) or {}
+        except OSError:
+            return [*argv, "--output_dir", default]  # TRL's parser reports the missing file
+        if isinstance(settings, dict) and settings.get("output_dir"):
+            return argv  # the YAML's output_dir stands (a flag would override it)
     return [*argv, "--output_dir", default]

@@ -75,3 +75,18 @@ def test_a_data_dir_flag_copied_between_commands_works(capsys):
         == 0
     )
     assert "--- expert: WON" in capsys.readouterr().out
+
+
+def test_a_yaml_output_dir_is_not_overridden_by_the_default(tmp_path):
+    from agentgym_rl.cli_args import with_default_output_dir
+
+    config = tmp_path / "run.yaml"
+    config.write_text("output_dir: runs/from-yaml\nmax_steps: 2\n")
+    assert with_default_output_dir(["--config", str(config)], "runs/default") == ["--config", str(config)]
+    bare = tmp_path / "bare.yaml"
+    bare.write_text("max_steps: 2\n")
+    assert with_default_output_dir([f"--config={bare}"], "runs/default")[-2:] == [
+        "--output_dir",
+        "runs/default",
+    ]
+    assert with_default_output_dir(["--output_dir", "x"], "runs/default") == ["--output_dir", "x"]
