@@ -238,6 +238,8 @@ def test_config_validation_names_the_fix(tmp_path):
         _config(tmp_path, action_format="xml")
     with pytest.raises(ValueError, match="JSON"):
         _config(tmp_path, env_kwargs="{not json")
+    with pytest.raises(ValueError, match="--group_size 4"):  # was silently replaced by 2
+        _config(tmp_path, num_generations=4)
     assert _config(tmp_path, env_kwargs='{"data_dir": "generated"}').env_kwargs == {"data_dir": "generated"}
     assert _config(tmp_path, env_id="webshop").env_id == "AgentGymRL/WebShop-v0"
 

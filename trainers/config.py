@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -225,6 +226,12 @@ class StepGRPOConfig(GRPOConfig):
             )
         # GRPOConfig insists on >= 2 generations dividing the generation batch; our groups come from the
         # env, not from TRL's sampler, so these only shape the (ignored) dataloader batch.
+        trl_default = next(f.default for f in dataclasses.fields(GRPOConfig) if f.name == "num_generations")
+        if self.num_generations not in (None, 2, trl_default):
+            raise ValueError(
+                f"num_generations={self.num_generations} is TRL's samples per prompt, which this trainer does not "
+                f"use: rollouts per task are group_size (--group_size {self.num_generations})"
+            )
         self.num_generations = 2
         if self.per_device_train_batch_size % 2:
             raise ValueError(
