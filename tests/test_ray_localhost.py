@@ -8,31 +8,13 @@ import os
 import time
 
 import pytest
+from process_tree import descendants
 
 from agentgym_rl import GroupVectorEnv
 
 pytestmark = pytest.mark.skipif(not os.path.isdir("/proc/net"), reason="reads /proc/net/tcp (Linux)")
 
 ENV_ID = "AgentGymRL/TextBandit-v0"
-
-
-def _descendants() -> set[int]:
-    """This process and its live descendants: Ray's GCS, raylet, agents and workers."""
-    parent_of: dict[int, int] = {}
-    for pid in os.listdir("/proc"):
-        if pid.isdigit():
-            try:
-                with open(f"/proc/{pid}/stat") as handle:
-                    fields = handle.read().rsplit(")", 1)[1].split()
-            except OSError:
-                continue
-            if fields[0] != "Z":
-                parent_of[int(pid)] = int(fields[1])
-    found, frontier = {os.getpid()}, {os.getpid()}
-    while frontier:
-        frontier = {pid for pid, parent in parent_of.items() if parent in frontier} - found
-        found |= frontier
-    return found
 
 
 def _address(hex_ip: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address:
@@ -88,13 +70,13 @@ def test_local_ray_listens_on_loopback_only(monkeypatch):
     if ray.is_initialized():
         ray.shutdown()
     monkeypatch.delenv("RAY_ADDRESS", raising=False)  # the local case: a new instance
-    before = _listening_by(_descendants())
+    before = _listening_by(descendants())
     envs = GroupVectorEnv(ENV_ID, num_tasks=1, group_size=2, workers=2, worker_backend="ray")
     try:
         envs.reset(seed=0)  # the actors answer: Ray's daemons and workers are all up
         assert ray.nodes()[0]["NodeManagerAddress"] == "127.0.0.1"
         time.sleep(2)  # agents that open their ports after start-up
-        sockets = sorted(set(_listening_by(_descendants())) - set(before))
+        sockets = sorted(set(_listening_by(descendants())) - set(before))
     finally:
         envs.close()
         ray.shutdown()

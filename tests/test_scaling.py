@@ -16,6 +16,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from process_tree import descendants
 
 from agentgym_rl import GroupVectorEnv
 from agentgym_rl.vector import WorkerFailure
@@ -25,30 +26,11 @@ KW = dict(split="valid_unseen", data_dir="generated")
 REPO = Path(__file__).resolve().parents[1]
 
 
-def _descendants() -> set[int]:
-    """Live descendants of this test process (from /proc): Ray's daemons and actors, gunicorn."""
-    parent_of: dict[int, int] = {}
-    for pid in os.listdir("/proc"):
-        if pid.isdigit():
-            try:
-                with open(f"/proc/{pid}/stat") as handle:
-                    fields = handle.read().rsplit(")", 1)[1].split()
-            except OSError:
-                continue
-            if fields[0] != "Z":
-                parent_of[int(pid)] = int(fields[1])
-    found, frontier = set(), {os.getpid()}
-    while frontier:
-        frontier = {pid for pid, parent in parent_of.items() if parent in frontier} - found
-        found |= frontier
-    return found
-
-
 def _new_processes(before: set[int]) -> list[str]:
     """Command lines of descendants not in ``before`` (bar multiprocessing's resource tracker, which
     the process backend starts once and which lives as long as this process, by design)."""
     lines = []
-    for pid in sorted(_descendants() - before):
+    for pid in sorted(descendants() - before):
         try:
             line = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
         except OSError:
@@ -79,7 +61,7 @@ def ray_cluster():
     ray = pytest.importorskip("ray")
     from agentgym_rl.ray_workers import _loopback_node_ip
 
-    before = _descendants()
+    before = descendants()
     with _loopback_node_ip(ray):  # else Ray on Linux swaps 127.0.0.1 for the host's address
         ray.init(
             address="local",  # a new cluster, never one named by $RAY_ADDRESS
@@ -216,7 +198,7 @@ def gunicorn_server():
     """``gunicorn -c python:webshop_server.gunicorn_conf -w 2`` on a free loopback port; yields (url, log)."""
     pytest.importorskip("gunicorn")
     requests = pytest.importorskip("requests")
-    port, before = _free_port(), _descendants()
+    port, before = _free_port(), descendants()
     env = {**os.environ, "WEBSHOP_SERVER_CONFIG": json.dumps({"num_products": 80, "seed": 0})}
     command = [sys.executable, "-m", "gunicorn", "-c", "python:webshop_server.gunicorn_conf"]
     command += ["-w", "2", "--threads", "4", "-b", f"127.0.0.1:{port}", "--access-logfile", "-"]
