@@ -2,7 +2,8 @@
 
 ``AlfredTWEnv`` plays games through ``textworld.start`` / ``textworld.gym`` with the
 ``AlfredDemangler`` wrapper; this module does exactly that, with no cache of ours
-installed (it runs in a spawned interpreter that never imports our engine).
+installed: call it in a spawned interpreter that never imports our engine (this
+module imports nothing of ``agentgym_rl``).
 """
 
 from __future__ import annotations
@@ -10,30 +11,36 @@ from __future__ import annotations
 from typing import Any
 
 
-def stock_trace(game_file: str, commands: list[str]) -> list[dict[str, Any]]:
-    """Feedback, admissible commands and win flag after reset and after each command."""
+def _record(state: Any, reward: float = 0.0) -> dict[str, Any]:
+    return {
+        "feedback": state.feedback,
+        "admissible": list(state.admissible_commands),
+        "reward": float(reward),
+        "won": bool(state.won),
+    }
+
+
+def stock_trace(game_file: str, commands: list[str], reward: bool = False) -> list[dict[str, Any]]:
+    """Feedback, admissible commands and win flag after reset and after each command.
+
+    With ``reward``, each entry also holds the step's reward (0.0 after reset).
+    """
     import textworld
     from alfworld.agents.environment.alfred_tw_env import AlfredDemangler
 
     infos = textworld.EnvInfos(won=True, admissible_commands=True)
     env = textworld.start(game_file, infos, wrappers=[AlfredDemangler(shuffle=False)])
-    state = env.reset()
-    trace = [
-        {"feedback": state.feedback, "admissible": list(state.admissible_commands), "won": bool(state.won)}
-    ]
+    trace = [_record(env.reset())]
     for command in commands:
-        state, _, _ = env.step(command)
-        trace.append(
-            {
-                "feedback": state.feedback,
-                "admissible": list(state.admissible_commands),
-                "won": bool(state.won),
-            }
-        )
+        state, step_reward, _ = env.step(command)
+        trace.append(_record(state, step_reward))
     env.close()
+    if not reward:
+        for entry in trace:
+            del entry["reward"]
     return trace
 
 
-def stock_traces(jobs: list[tuple[str, list[str]]]) -> list[list[dict[str, Any]]]:
+def stock_traces(jobs: list[tuple[str, list[str]]], reward: bool = False) -> list[list[dict[str, Any]]]:
     """:func:`stock_trace` for several games."""
-    return [stock_trace(game_file, commands) for game_file, commands in jobs]
+    return [stock_trace(game_file, commands, reward) for game_file, commands in jobs]

@@ -12,8 +12,7 @@ import pytest
 
 from agentgym_rl.alfworld.engine import GameCache, make_engine
 from agentgym_rl.alfworld.tasks import TASK_TYPES, game_path, list_tasks, task_type_of
-
-sys.path.insert(0, str(Path(__file__).parent))
+from benchmarks import alfworld_stock
 
 
 def _sample_tasks(root: Path, split: str, per_type: int) -> list[str]:
@@ -51,8 +50,6 @@ def test_engine_matches_stock_textworld_on_every_step(alfworld_root):
         jobs.append((str(path), json.loads(path.read_text())["walkthrough"]))
     # The reference runs in a spawned interpreter: none of our caches or memos are installed there.
     with multiprocessing.get_context("spawn").Pool(1) as pool:
-        import alfworld_stock
-
         expected = pool.apply(alfworld_stock.stock_traces, (jobs,))
 
     engine = make_engine(GameCache())
@@ -145,3 +142,17 @@ def test_bad_game_file_is_a_clear_error(tmp_path, bad):
     path.write_text(bad)
     with pytest.raises(ValueError):
         GameCache().game(path)
+
+
+def test_equality_benchmark_smoke(alfworld_root, tmp_path):
+    from benchmarks.bench_engine_equality import Args, main
+
+    result = main(
+        Args(
+            splits=["valid_unseen"], max_games=2, workers=1, data_dir=str(alfworld_root), output=str(tmp_path)
+        )
+    )
+    assert result["games"] == 2 and result["steps"] > 2 * 2
+    assert result["mismatch_steps"] == 0, result["mismatches"]
+    assert all(r["won_stock"] == r["won_ours"] for r in result["rows"])
+    assert (tmp_path / "result.md").exists()
