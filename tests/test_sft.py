@@ -34,7 +34,8 @@ from trainers.trajectories import (
     load_trajectories,
 )
 
-ALFWORLD = dict(env="alfworld", data_dir="generated", split="train")
+# The walkthrough expert: its short, fixed episodes are what the known answers below count.
+ALFWORLD = dict(env="alfworld", data_dir="generated", split="train", expert="walkthrough")
 #: Every prompt setting away from its default, so that a setting lost on the way shows.
 SYSTEM_PROMPT = "You are a careful household robot."
 
@@ -549,3 +550,15 @@ def test_collection_resumes_without_replaying(tmp_path):
     assert _jsonl(folder) == resumed  # untouched
     _collect(folder, episodes="1", overwrite=True, **{**settings, "epsilon": 0.5})
     assert {json.loads(line)["episode"] for line in _jsonl(folder)} == {0}
+
+
+def test_default_search_expert_wins_with_longer_episodes(tmp_path):
+    settings = {**ALFWORLD, "expert": "search"}
+    search = _collect(tmp_path / "search", **settings, episodes="3", epsilon=0.0, max_env_steps=30)
+    walk = _collect(tmp_path / "walk", **ALFWORLD, episodes="3", epsilon=0.0, max_env_steps=30)
+    (search_rows, search_meta), (walk_rows, walk_meta) = load_trajectories(search), load_trajectories(walk)
+    assert search_meta["wins"] == walk_meta["wins"] == 3
+    assert search_meta["identity"]["expert"] == "search" and TrajectoryConfig().expert == "search"
+    # Same tasks (same seed): the search visits receptacles the walkthrough skips.
+    assert sorted(set(search_rows["task_id"])) == sorted(set(walk_rows["task_id"]))
+    assert len(search_rows) > len(walk_rows)
