@@ -30,6 +30,7 @@ from typing import Any
 import numpy as np
 
 from benchmarks.report import run_cli, write_result
+from trainers.checkpoints import model_path
 
 
 @dataclass
@@ -65,14 +66,6 @@ class Args:
     """Env worker processes."""
     output: str = field(default="results/bench_spo3", metadata={"help": "Folder for JSON + Markdown."})
     """Folder for the JSON and Markdown results."""
-
-
-def model_path(name: str) -> str:
-    if name != "tiny":
-        return name
-    from trainers.tiny_models import tiny_qwen2_path
-
-    return str(tiny_qwen2_path())
 
 
 def _states(records: list[dict[str, Any]]) -> set[int]:

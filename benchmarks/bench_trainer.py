@@ -20,6 +20,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from benchmarks.report import run_cli, write_result
+from trainers.checkpoints import model_path
 
 
 @dataclass
@@ -49,14 +50,6 @@ class Args:
     """Seed of everything."""
     output: str = field(default="results/bench_trainer", metadata={"help": "Folder for JSON + Markdown."})
     """Folder for the JSON and Markdown results."""
-
-
-def model_path(name: str) -> str:
-    if name != "tiny":
-        return name
-    from trainers.tiny_models import tiny_qwen2_path
-
-    return str(tiny_qwen2_path())
 
 
 def time_split(args: Args, model: str, scratch: Path) -> dict[str, float]:
