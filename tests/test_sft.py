@@ -475,7 +475,7 @@ def test_a_model_cloned_on_another_env_is_refused(sft_run, tmp_path, capsys):
 def test_webshop_expert_recovers_and_every_completion_is_admissible(tmp_path):
     folder = _collect(
         tmp_path / "webshop", env="webshop", num_products=60, split="test", episodes="16", epsilon=0.3, seed=0,
-        max_env_steps=30,  # room to recover: 15 steps (the env's) can run out after many random ones
+        expert="walkthrough", max_env_steps=30,  # room to recover: 15 steps (the env's) can run out after many random ones
     )  # fmt: skip
     dataset, meta = load_trajectories(folder)
     assert meta["episodes_done"] == meta["wins"] == 16  # every episode won
