@@ -17,13 +17,12 @@ from __future__ import annotations
 import json
 import multiprocessing
 import statistics
-import subprocess
 import tempfile
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from benchmarks.report import machine, run_cli, write_result
+from benchmarks.report import run_cli, write_result
 
 
 @dataclass
@@ -115,6 +114,7 @@ def time_ours(
 
 
 def main(args: Args) -> dict:
+    """Time both envs on the same games; returns the medians and the speed-ups (official / ours)."""
     from agentgym_rl.alfworld.tasks import game_path
     from agentgym_rl.data import find_alfworld_root
 
@@ -153,9 +153,6 @@ def main(args: Args) -> dict:
             }
         )
 
-    commit = subprocess.run(
-        ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True
-    ).stdout.strip()
     lines = [
         f"# ALFWorld env vs official AlfredTWEnv ({len(tasks)} {args.split} games, medians)",
         "",
@@ -165,8 +162,6 @@ def main(args: Args) -> dict:
             f"| {r['measure']} | {r['official_ms']:.2f} | {r['ours_ms']:.3f} | {r['speedup']:.1f}x |"
             for r in rows
         ],
-        "",
-        f"machine: {machine()}; commit {commit or '?'}; command: python -m benchmarks.bench_alfworld_env --games {args.games}",
     ]
     report = "\n".join(lines)
     print(report)
@@ -176,10 +171,9 @@ def main(args: Args) -> dict:
         "rows": rows,
         "official": official,
         "ours": ours,
-        "machine": machine(),
+        "ratios": {f"{r['measure']}, official / ours": r["speedup"] for r in rows},
     }
-    write_result(args.output, result, report)
-    return result
+    return write_result(args, result, report)
 
 
 if __name__ == "__main__":

@@ -43,7 +43,7 @@ from typing import Any
 
 from tqdm import tqdm
 
-from benchmarks.report import commit, machine, run_cli, write_result
+from benchmarks.report import run_cli, write_result
 
 KINDS = ("walkthrough", "random")
 
@@ -125,6 +125,7 @@ def compare(ours: list[dict[str, Any]], stock: list[dict[str, Any]]) -> list[dic
 
 
 def main(args: Args) -> dict:
+    """Play every game on both engines; returns the counts per split and kind, and the first mismatches."""
     from agentgym_rl.alfworld.engine import GameCache, make_engine
     from agentgym_rl.alfworld.tasks import game_path, list_tasks
     from agentgym_rl.data import find_alfworld_root
@@ -210,10 +211,6 @@ def main(args: Args) -> dict:
         f"{sum(r['mismatch_games'] for r in rows)} | |",
         "",
         "Compared after reset and each step: observation, sorted admissible commands, reward, won.",
-        "",
-        f"machine: {machine()}; commit {commit()}; command: python -m benchmarks.bench_engine_equality"
-        + (f" --max_games {args.max_games}" if args.max_games is not None else "")
-        + f" --splits {' '.join(args.splits)}",
     ]
     if details:
         lines += ["", "First mismatches:", ""]
@@ -228,10 +225,8 @@ def main(args: Args) -> dict:
         "rows": rows,
         "mismatches": details,
         "wall_s": wall_s,
-        "machine": machine(),
     }
-    write_result(args.output, result, report)
-    return result
+    return write_result(args, result, report)
 
 
 if __name__ == "__main__":

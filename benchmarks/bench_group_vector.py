@@ -8,7 +8,6 @@ tasks with the same seeded random admissible actions; resets are not timed. Goal
 
 from __future__ import annotations
 
-import os
 import time
 from dataclasses import asdict, dataclass, field
 
@@ -122,6 +121,7 @@ def time_async(args: Args, kwargs: dict, tasks: list[str]) -> float:
 
 
 def main(args: Args) -> dict:
+    """Time every configuration in interleaved rounds; returns the steps/s and the ratios to the loop."""
     kwargs = {"split": args.split} | ({"data_dir": args.data_dir} if args.data_dir else {})
     probe = gym.make(ENV_ID, **kwargs)
     rng = np.random.default_rng(args.seed)
@@ -153,13 +153,19 @@ def main(args: Args) -> dict:
             for name, rate in rates.items()
         ],
         "",
-        f"{os.cpu_count()} cores; agentgym-rl {agentgym_rl.__version__}; data: {args.data_dir or 'default lookup'}",
+        f"agentgym-rl {agentgym_rl.__version__}; data: {args.data_dir or 'default lookup'}",
     ]
     report = "\n".join(lines)
     print(report)
-    result = {"args": asdict(args), "steps_per_second": rates, "samples": samples}
-    write_result(args.output, result, report)
-    return rates
+    result = {
+        "args": asdict(args),
+        "steps_per_second": rates,
+        "samples": samples,
+        "ratios": {
+            f"{name} / loop": rate / base for name, rate in rates.items() if name != "loop (1 process)"
+        },
+    }
+    return write_result(args, result, report)
 
 
 if __name__ == "__main__":

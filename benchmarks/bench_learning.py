@@ -442,7 +442,7 @@ def main(args: Args) -> dict[str, Any]:
         "seconds": seconds,
         "envs": results,
     }
-    write_result(out, result, report)
+    write_result(args, result, report)
     return result
 
 

@@ -93,7 +93,8 @@ def time_backend(args: Args, backend: str, tasks: list[str]) -> float:
 
 def bench_envs(args: Args) -> dict:
     import gymnasium as gym
-    import ray
+
+    from agentgym_rl.ray_workers import connect
 
     probe = gym.make(ENV_ID, split="valid_unseen", data_dir="generated")
     task_ids = probe.unwrapped.task_ids
@@ -103,8 +104,7 @@ def bench_envs(args: Args) -> dict:
         task_ids[int(i)]
         for i in rng.choice(len(task_ids), args.num_tasks, replace=len(task_ids) < args.num_tasks)
     ]
-    ray.init(address="local", num_cpus=os.cpu_count(), include_dashboard=False, _node_ip_address="127.0.0.1",
-             log_to_driver=False)  # fmt: skip
+    ray = connect("local")  # a new local Ray instance, listening on loopback only
     samples: dict[str, list[float]] = {"process": [], "ray": []}
     try:
         for _ in range(args.rounds):
@@ -166,7 +166,8 @@ def bench_webshop(args: Args) -> dict:
 
 
 def main(args: Args) -> dict:
-    result: dict = {"args": asdict(args)}
+    """Measure the parts asked for; returns their rates and the ratios (ray / process, workers / first)."""
+    result: dict = {"args": asdict(args), "ratios": {}}
     lines = [f"# Scale-out overheads on one machine ({os.cpu_count()} cores)", ""]
     if "envs" in args.parts:
         envs = result["envs"] = bench_envs(args)
@@ -185,6 +186,7 @@ def main(args: Args) -> dict:
             f"ray / process: {envs['ray_over_process']:.2f}x",
             "",
         ]
+        result["ratios"]["env steps/s, ray / process"] = envs["ray_over_process"]
     if "webshop" in args.parts:
         shop = result["webshop"] = bench_webshop(args)
         base = next(iter(shop.values()))["requests_per_s"]
@@ -201,11 +203,13 @@ def main(args: Args) -> dict:
             ],
             "",
         ]
-    lines.append(f"agentgym-rl {agentgym_rl.__version__}; command: python -m benchmarks.bench_scaling")
+        first = next(iter(shop))
+        for name, r in list(shop.items())[1:]:
+            result["ratios"][f"requests/s, {name} / {first}"] = r["requests_per_s"] / base
+    lines.append(f"agentgym-rl {agentgym_rl.__version__}")
     report = "\n".join(lines)
     print(report)
-    write_result(args.output, result, report)
-    return result
+    return write_result(args, result, report)
 
 
 if __name__ == "__main__":

@@ -20,7 +20,6 @@ The 3SPO paper reports 2.4x more distinct states than GRPO; the ratio printed is
 from __future__ import annotations
 
 import statistics
-import subprocess
 import tempfile
 import time
 from dataclasses import asdict, dataclass, field
@@ -173,6 +172,7 @@ def _fmt(values: list[float], digits: int = 1) -> str:
 
 
 def main(args: Args) -> dict:
+    """Train each method and play each scripted policy; returns the runs and the distinct-state ratios."""
     model = model_path(args.model)
     envs = _make_envs(args)
     training: dict[str, list[dict[str, float]]] = {m: [] for m in args.methods}
@@ -199,16 +199,10 @@ def main(args: Args) -> dict:
         )
 
     budget = args.num_tasks * args.group_size * args.max_env_steps
-    try:
-        commit = subprocess.run(
-            ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True
-        ).stdout.strip()
-    except OSError:
-        commit = "unknown"
     train_ratio = ratio(training, "3spo", "grpo") if {"3spo", "grpo"} <= set(training) else float("nan")
     scripted_ratio = {g: ratio(scripted, f"branching, greed {g}", f"episodes, greed {g}") for g in args.greed}
     lines = [
-        f"# 3SPO rollouts vs GRPO vs GiGPO (ALFWorld generated, CPU, model {args.model}, commit {commit})",
+        f"# 3SPO rollouts vs GRPO vs GiGPO (ALFWorld generated, CPU, model {args.model})",
         "",
         f"Budget: {budget} env steps per update ({args.num_tasks} tasks x {args.group_size} x "
         f"{args.max_env_steps} steps); seeds {args.seeds}; mean ± std over seeds.",
@@ -238,22 +232,22 @@ def main(args: Args) -> dict:
         "",
         "distinct states, 3SPO branching / episodes (GRPO, GiGPO): "
         + ", ".join(f"greed {g}: **{r:.2f}x**" for g, r in scripted_ratio.items()),
-        "",
-        "Command: `python -m benchmarks.bench_spo3` "
-        + " ".join(f"--{k} {v}" for k, v in asdict(args).items()),
     ]
     report = "\n".join(lines)
     print(report)
     result = {
         "args": asdict(args),
-        "commit": commit,
         "training": training,
         "scripted": scripted,
-        "ratio_train_3spo_over_grpo": train_ratio,
-        "ratio_scripted_branching_over_episodes": scripted_ratio,
+        "ratios": {
+            "distinct states, training, 3SPO / GRPO": train_ratio,
+            **{
+                f"distinct states, scripted greed {g}, branching / episodes": r
+                for g, r in scripted_ratio.items()
+            },
+        },
     }
-    write_result(args.output, result, report)
-    return result
+    return write_result(args, result, report)
 
 
 if __name__ == "__main__":

@@ -135,6 +135,7 @@ def curves(args: Args, model: str, scratch: Path) -> dict[str, list[float]]:
 
 
 def main(args: Args) -> dict:
+    """Time a training step by part and train every estimator; returns the split, the curves and the shares."""
     model = model_path(args.model)
     with tempfile.TemporaryDirectory() as scratch:
         split = time_split(args, model, Path(scratch))
@@ -174,9 +175,16 @@ def main(args: Args) -> dict:
     ]
     report = "\n".join(lines)
     print(report)
-    result = {"args": asdict(args), "time_split": split, "curves": curve}
-    write_result(args.output, result, report)
-    return result
+    result = {
+        "args": asdict(args),
+        "time_split": split,
+        "curves": curve,
+        "ratios": {
+            "advantages + bookkeeping / step": split["advantages + bookkeeping"] / step,
+            "env + advantages + bookkeeping / step": overhead / step,
+        },
+    }
+    return write_result(args, result, report)
 
 
 if __name__ == "__main__":

@@ -39,7 +39,7 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from benchmarks.report import machine, run_cli, write_result
+from benchmarks.report import run_cli, write_result
 
 PARTS = ("steps", "http", "startup", "soak", "long_actions")
 #: The pathological actions of the long-actions part, by label.
@@ -356,11 +356,12 @@ def bench_startup(args: Args) -> dict:
 
 
 def main(args: Args) -> dict:
+    """Measure the parts asked for; returns their figures and the growth ratios (long actions, soak memory)."""
     import importlib.util
 
     if importlib.util.find_spec("granian") is None:  # measure what is installed
         args.servers = [s for s in args.servers if s != "granian"] or ["werkzeug"]
-    result: dict = {"args": asdict(args), "machine": machine(), "load_average_start": load_average()}
+    result: dict = {"args": asdict(args), "load_average_start": load_average()}
     goals = goal_list(args.num_products, args.seed) if {"http", "soak"} & set(args.parts) else []
     if "steps" in args.parts:
         result["steps"] = bench_steps(args)
@@ -373,9 +374,6 @@ def main(args: Args) -> dict:
     if "long_actions" in args.parts:
         result["long_actions"] = bench_long_actions(args)
 
-    commit = subprocess.run(
-        ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True
-    ).stdout.strip()
     lines = [f"# WebShop performance ({args.num_products} generated products, {args.clients} HTTP clients)", "",
              "| measure | value | goal |", "|---|---:|---|"]  # fmt: skip
     if "steps" in result:
@@ -410,15 +408,22 @@ def main(args: Args) -> dict:
             f"| env step on `{label}` ({invalid}), n = {sizes}, ms | {steps} | |",
             f"| `{label}`: env step / action split time growth for n × {g['n_growth']:,.0f} | {g['step_growth']:,.1f}× / {g['split_growth']:,.1f}× | <= {g['n_growth']:,.0f}× (linear) |",
         ]  # fmt: skip
-    command = "python -m benchmarks.bench_webshop " + " ".join(sys.argv[1:])
+    result["load_average_end"] = load_average()
     lines += [
         "",
-        f"machine: {machine()}, load average {result['load_average_start']} at start, {load_average()} at end; commit {commit or '?'}; command: `{command.strip()}`",
+        f"load average {result['load_average_start']} at start, {result['load_average_end']} at end",
     ]
     report = "\n".join(lines)
     print(report)
-    write_result(args.output, result, report)
-    return result
+    result["ratios"] = {
+        **({"soak: server RSS end / start": 1 + result["soak"]["rss_growth"]} if "soak" in result else {}),
+        **{
+            f"long action {label}: {kind} time growth / length growth": g[f"{kind}_growth"] / g["n_growth"]
+            for label, g in result.get("long_actions", {}).items()
+            for kind in ("step", "split")
+        },
+    }
+    return write_result(args, result, report)
 
 
 if __name__ == "__main__":

@@ -7,8 +7,8 @@ from dataclasses import dataclass
 
 import pytest
 import torch
-from reference_advantages import REFERENCES, Interner, random_batch, random_records, rows_of
 
+from benchmarks.reference_advantages import REFERENCES, Interner, random_batch, random_records, rows_of
 from trainers.advantages import (
     compute_advantages,
     get_estimator,

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 import torch
-from reference_advantages import (
+
+from benchmarks.reference_advantages import (
     Interner,
     random_batch,
     ref_adaptive_sizes,
@@ -14,7 +15,6 @@ from reference_advantages import (
     ref_spo3_update,
     rows_of,
 )
-
 from trainers.advantages import compute_advantages, make_config, make_state
 from trainers.estimators.progpo_r import ProGPORState
 from trainers.estimators.spo3 import SPO3State, adaptive_group_sizes

@@ -1,4 +1,4 @@
-"""The leaderboard harness: known results of scripted agents, tables, resume, a tiny LM, and ``bench``.
+"""The leaderboard harness: known results of scripted agents, tables, resume, a tiny LM.
 
 Runs are kept small (a few tasks, one env worker) so that the file takes well under
 a minute and a half on two cores; the real-data test skips without ``../shared/data``.
@@ -7,7 +7,6 @@ a minute and a half on two cores; the real-data test skips without ``../shared/d
 from __future__ import annotations
 
 import json
-import textwrap
 from pathlib import Path
 
 import pytest
@@ -204,56 +203,6 @@ def test_help(command, capsys):
         main([command, "--help"])
     assert exit_info.value.code == 0
     assert "--output" in capsys.readouterr().out
-
-
-def test_bench_collects_reports_and_failures(tmp_path, monkeypatch):
-    from agentgym_cli.commands import bench
-
-    package = tmp_path / "fakebench"
-    package.mkdir()
-    (package / "__init__.py").write_text("")
-    (package / "bench_fast.py").write_text(
-        textwrap.dedent(
-            """
-            import argparse, json, pathlib
-            parser = argparse.ArgumentParser()
-            parser.add_argument("--output")
-            out = pathlib.Path(parser.parse_args().output)
-            out.mkdir(parents=True, exist_ok=True)
-            (out / "result.json").write_text(json.dumps({"loop": {"speedup": 3.5}}))
-            print("| GroupVectorEnv W=2 | 120.0 | 1.83x |")
-            """
-        )
-    )
-    (package / "bench_broken.py").write_text("raise RuntimeError('no data here')\n")
-    monkeypatch.setattr(bench, "_benchmarks_dir", lambda: package)
-    code = bench.main(["--output", str(tmp_path / "out")])
-    assert code == 1  # one benchmark failed, the other still ran
-    report = json.loads((tmp_path / "out" / "bench.json").read_text())
-    runs = {run["name"]: run for run in report["benchmarks"]}
-    assert (
-        runs["bench_broken"]["status"] == "failed" and "no data here" in runs["bench_broken"]["stderr_tail"]
-    )
-    assert runs["bench_fast"]["ratios"] == [
-        {"label": "GroupVectorEnv W=2", "line": "| GroupVectorEnv W=2 | 120.0 | 1.83x |", "values": [1.83]},
-        {"json": "result.json.loop.speedup", "value": 3.5},
-    ]
-    assert report["machine"]["cores"] and "| bench_fast | ok |" in (tmp_path / "out" / "bench.md").read_text()
-
-
-def test_quick_flags_shrink_known_sizes():
-    from dataclasses import dataclass, field
-
-    from agentgym_cli.commands.bench import quick_flags
-
-    @dataclass
-    class Args:
-        steps: int = 3  # already below the quick value: kept
-        games: int = 12
-        sizes: list[int] = field(default_factory=lambda: [10, 10_000_000])
-        unrelated: int = 7
-
-    assert quick_flags(Args) == ["--steps", "3", "--games", "3", "--sizes", "10000"]
 
 
 @pytest.mark.parametrize("module", ["config", "policies", "results", "runner", "tables"])

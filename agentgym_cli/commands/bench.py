@@ -1,13 +1,16 @@
 """``agentgym-rl bench``: run the performance benchmarks under ``benchmarks/`` and write one report.
 
 Each ``benchmarks/bench_<name>.py`` is a CleanRL-style script (``python -m
-benchmarks.bench_<name>``: an ``Args`` dataclass, a top-to-bottom ``main``) that prints
-its report and writes JSON + Markdown into its ``--output``. This command runs them
-one after the other in fresh processes, points each ``--output`` into its own folder,
-and collects every printed report, every ratio it measured (``1.83x`` in its report,
-``ratio`` / ``speedup`` numbers in its JSON) and the machine's description into
-``bench.md`` and ``bench.json``. A script that fails is recorded with the end of its
-output and the others still run.
+benchmarks.bench_<name>``: an ``Args`` dataclass, a top-to-bottom ``main(args) -> dict``)
+whose ``main`` returns its measurements through :func:`benchmarks.report.write_result`,
+which adds the commit, machine and command and saves that same dict as
+``result.json`` (and the Markdown report as ``result.md``) in its ``--output``. This
+command runs the scripts one after the other, each in a fresh process (so none inherits
+another's threads, caches or Ray instance), points each ``--output`` into its own
+folder, and collects every returned dict, the ratios it lists under ``"ratios"``
+(``{label: value}``), its Markdown and the machine's description into ``bench.md`` and
+``bench.json``. A script that fails is recorded with the end of its output and the
+others still run.
 
 Examples::
 
@@ -21,7 +24,6 @@ import argparse
 import dataclasses
 import importlib
 import json
-import re
 import subprocess
 import sys
 import time
@@ -31,7 +33,7 @@ from typing import Any
 
 from agentgym_rl.cli_args import make_command_parser, parse_command_args
 
-__all__ = ["Args", "QUICK_VALUES", "discover", "extract_ratios", "main", "make_parser", "quick_flags"]
+__all__ = ["Args", "QUICK_VALUES", "discover", "main", "make_parser", "quick_flags"]
 
 #: Small sizes for ``--quick``, by ``Args`` field name; a script gets those its ``Args``
 #: has (numbers never above the script's default). Fields not listed keep their defaults.
@@ -39,6 +41,8 @@ QUICK_VALUES: dict[str, Any] = {
     "games": 3,
     "warm_repeats": 3,
     "repeats": 2,
+    "rounds": 1,
+    "warmup": 1,
     "steps": 5,
     "num_tasks": 2,
     "group_size": 2,
@@ -53,9 +57,6 @@ QUICK_VALUES: dict[str, Any] = {
     "async_vector": False,
     "smoke": True,  # bench_learning: 1 seed, 2 RL steps
 }
-
-_RATIO = re.compile(r"(?<![\w.])(\d+(?:\.\d+)?)\s?[x×](?![\w])")
-_RATIO_KEYS = ("ratio", "speedup", "times_faster")
 
 
 @dataclass
@@ -115,17 +116,10 @@ def _select(names: list[str], only: list[str] | None) -> list[str]:
     return [name for name in names if name in wanted]
 
 
-def _flag(name: str, value: Any) -> list[str]:
-    flag = f"--{name.replace('_', '-')}"
-    if isinstance(value, bool):
-        return [flag, str(value).lower()]
-    if isinstance(value, (list, tuple)):
-        return [flag, *map(str, value)]
-    return [flag, str(value)]
-
-
 def quick_flags(args_class: type) -> list[str]:
     """``--quick`` flags for a script's ``Args``: the :data:`QUICK_VALUES` it has, never above its defaults."""
+    from benchmarks.report import flag
+
     flags: list[str] = []
     for spec in dataclasses.fields(args_class):
         if spec.name not in QUICK_VALUES:
@@ -136,53 +130,8 @@ def quick_flags(args_class: type) -> list[str]:
             default = spec.default_factory()  # type: ignore[misc]
         if isinstance(value, int) and not isinstance(value, bool) and isinstance(default, int):
             value = min(value, default)
-        flags += _flag(spec.name, value)
+        flags += flag(spec.name, value)
     return flags
-
-
-_MEASUREMENT = re.compile(r"^[-+]?\d*\.\d+|±")
-
-
-def _label(line: str) -> str:
-    """What a ratio line measures: a table row's leading cells up to its first measurement.
-
-    >>> _label("| 10000 | grpo | 0.25 ± 0.02 | 379x |"), _label("W=2 runs 1.8x faster")
-    ('10000 grpo', 'W=2 runs 1.8x faster')
-    """
-    text = line.strip()
-    if not text.startswith("|"):
-        return text[:80]
-    cells = [cell.strip() for cell in text.strip("|").split("|")]
-    leading = []
-    for cell in cells:
-        if _MEASUREMENT.search(cell) or _RATIO.search(cell):
-            break
-        leading.append(cell)
-    return " ".join(leading) or text[:80]
-
-
-def extract_ratios(report: str, results: Any) -> list[dict[str, Any]]:
-    """Every ratio a benchmark measured: ``Nx`` figures of its printed lines, ratio keys of its JSON."""
-    found: list[dict[str, Any]] = []
-    for line in report.splitlines():
-        values = [float(v) for v in _RATIO.findall(line)]
-        if values:
-            found.append({"label": _label(line), "line": line.strip(), "values": values})
-
-    def walk(node: Any, path: str) -> None:
-        if isinstance(node, dict):
-            for key, value in node.items():
-                walk(value, f"{path}.{key}" if path else str(key))
-        elif isinstance(node, list):
-            for i, value in enumerate(node):
-                walk(value, f"{path}[{i}]")
-        elif isinstance(node, (int, float)) and not isinstance(node, bool):
-            leaf = re.split(r"[.\[]", path)[-1].lower()
-            if any(key in leaf for key in _RATIO_KEYS):
-                found.append({"json": path, "value": node})
-
-    walk(results, "")
-    return found
 
 
 def _run_one(name: str, args: Args, folder: Path, out: Path) -> dict[str, Any]:
@@ -198,6 +147,8 @@ def _run_one(name: str, args: Args, folder: Path, out: Path) -> dict[str, Any]:
     except Exception:  # noqa: BLE001 - recorded when the script itself fails
         pass
     results_dir = out / name
+    for stale in ("result.json", "result.md"):  # left by an earlier run into the same folder
+        (results_dir / stale).unlink(missing_ok=True)
     if "output" in fields or not fields:
         flags += ["--output", str(results_dir)]
     command = [sys.executable, "-m", module, *flags]
@@ -217,23 +168,28 @@ def _run_one(name: str, args: Args, folder: Path, out: Path) -> dict[str, Any]:
     print(stdout, flush=True)
     if status != "ok":
         print(f"--- {name} {status}:\n{stderr[-3000:]}", flush=True)
-    results: dict[str, Any] = {}
-    if results_dir.is_dir():
-        for path in sorted(results_dir.glob("*.json")):
-            try:
-                results[path.name] = json.loads(path.read_text())
-            except (OSError, ValueError):
-                pass
+    # What the script's main returned, as benchmarks.report.write_result saved it.
+    result: dict[str, Any] = {}
+    markdown = ""
+    if status == "ok":
+        try:
+            result = json.loads((results_dir / "result.json").read_text())
+        except (OSError, ValueError) as error:
+            status, stderr = "failed", f"{stderr}\nno result: {error} (main must end with write_result)"
+        try:
+            markdown = (results_dir / "result.md").read_text()
+        except OSError:
+            pass
     return {
         "name": name,
         "command": ["python", *command[1:]],
         "status": status,
         "returncode": code,
         "seconds": round(seconds, 1),
-        "report": stdout,
+        "report": markdown,
         "stderr_tail": stderr[-3000:] if status != "ok" else "",
-        "ratios": extract_ratios(stdout, results),
-        "results": results,
+        "ratios": result.get("ratios", {}),
+        "result": result,
     }
 
 
@@ -254,9 +210,8 @@ def _markdown(
     ]
     for run in runs:
         ratios = "; ".join(
-            f"{r['label']}: " + ", ".join(f"{v:g}x" for v in r["values"])
-            for r in run["ratios"]
-            if "values" in r
+            f"{label}: {value:.3g}x" if isinstance(value, (int, float)) else f"{label}: {value}"
+            for label, value in run["ratios"].items()
         )
         ratios = ratios or "—"
         lines.append(f"| {run['name']} | {run['status']} | {run['seconds']} | {ratios} |")
