@@ -14,7 +14,9 @@ from trainers.trajectories import TrajectoryConfig, collect_trajectories, load_t
 
 
 def test_it_clicks_the_named_options_in_page_order_then_buys():
-    expert = InstructionExpert("find me pillowcases with color: black, and size: king, price lower than 50.00 dollars")
+    expert = InstructionExpert(
+        "find me pillowcases with color: black, and size: king, price lower than 50.00 dollars"
+    )
     page = ["click[back to search]", "click[< prev]", "click[description]", "click[buy now]",
             "click[full]", "click[king]", "click[beige]", "click[black]"]  # fmt: skip
     expert.observe("click[b0abc]")
