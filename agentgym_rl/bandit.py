@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import string
-from typing import Any
+from typing import Any, ClassVar
 
 import gymnasium as gym
 
+from agentgym_rl.agents import PlanExpert
 from agentgym_rl.keys import DEFAULT_DEPTHS, EpisodeKeys, normalize_text
 from agentgym_rl.spaces import TextSpace
 
@@ -22,7 +23,8 @@ class TextBanditEnv(gym.Env[str, str]):
     policy that learns must raise its success rate on a task from chance (1/options for
     a uniform chooser) to near 1. It speaks the package's env contract (state keys,
     first-visit flags, admissible actions), so it runs in ``GroupVectorEnv`` and the
-    trainer like the real envs.
+    trainer like the real envs. :meth:`expert` plays the best option; the prompt
+    template is the generic one (:attr:`prompt_kind` ``"generic"``).
 
     ## Action Space
     Free text; whitespace collapsed and lower-cased, then compared with the options.
@@ -62,6 +64,8 @@ class TextBanditEnv(gym.Env[str, str]):
     """
 
     metadata = {"render_modes": ["ansi"], "render_fps": 4}
+    #: The prompt template of this env (``trainers.prompting.PromptConfig.env_kind``).
+    prompt_kind: ClassVar[str] = "generic"
 
     def __init__(
         self,
@@ -95,6 +99,10 @@ class TextBanditEnv(gym.Env[str, str]):
     def walkthrough(self) -> list[str]:
         """The winning action of the current task."""
         return [self._task_id.removeprefix("best-")]
+
+    def expert(self) -> PlanExpert:
+        """The expert of the episode just reset: it plays the task's best option."""
+        return PlanExpert(self.walkthrough)
 
     def reset(
         self, *, seed: int | None = None, options: dict[str, Any] | None = None

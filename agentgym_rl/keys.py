@@ -190,11 +190,6 @@ class FirstVisitTracker:
         self._seen.add(key)
         return True
 
-    @property
-    def num_visited(self) -> int:
-        """How many distinct states the episode has reached (``C_i``)."""
-        return len(self._seen)
-
     def get_state(self) -> frozenset[int]:
         """A picklable copy of the visited set (for env snapshots)."""
         return frozenset(self._seen)

@@ -7,6 +7,8 @@ Variants are ``kwargs``, not subclasses.
 
 from __future__ import annotations
 
+from typing import Any
+
 import gymnasium as gym
 
 ENV_SPECS: list[dict] = [
@@ -61,3 +63,28 @@ def register_envs() -> None:
     for spec in ENV_SPECS:
         if spec["id"] not in gym.registry:
             gym.register(**spec)
+
+
+def env_class(env_id: str) -> Any:
+    """The env class a registered id makes (its spec's entry point, a factory if it is one), imported, not built.
+
+    ``module:Id`` names the module that registers ``Id`` (as ``gym.make`` accepts it).
+    """
+    import importlib
+
+    from gymnasium.envs.registration import load_env_creator
+
+    module, _, name = env_id.rpartition(":")
+    if module:
+        importlib.import_module(module)
+    entry_point = gym.spec(name).entry_point
+    return load_env_creator(entry_point) if isinstance(entry_point, str) else entry_point
+
+
+def prompt_kind(env_id: str) -> str:
+    """The prompt template of a registered id: its env class's ``prompt_kind`` (``"generic"`` if it has none).
+
+    >>> prompt_kind("AgentGymRL/WebShop-v0"), prompt_kind("AgentGymRL/TextBandit-v0")
+    ('webshop', 'generic')
+    """
+    return str(getattr(env_class(env_id), "prompt_kind", "generic"))

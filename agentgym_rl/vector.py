@@ -284,7 +284,10 @@ class GroupVectorEnv(VectorEnv):
     def reset(
         self, *, seed: int | None = None, options: dict[str, Any] | None = None
     ) -> tuple[np.ndarray, dict[str, Any]]:
-        """Start one rollout per member: ``options={"tasks": [...], "group_sizes": [...]}``."""
+        """Start one rollout per member: ``options={"tasks": [...], "group_sizes": [...]}``.
+
+        A task of None lets each member's env pick one by the group's seed (so all alike).
+        """
         super().reset(seed=seed)
         options = dict(options or {})
         tasks = options.get("tasks")
@@ -329,6 +332,8 @@ class GroupVectorEnv(VectorEnv):
                 i = self._workers[w].env_indices[local]
                 self._observations[i], infos[i] = observation, info
                 self.active[i] = True
+                if self._task_of[i] is None:  # the env picked the task by the seed: record its choice
+                    self._task_of[i] = info.get("task_id")
         return self._observations.copy(), self._batch_infos(infos, np.zeros(self.num_envs, dtype=bool))
 
     def step(

@@ -12,7 +12,8 @@ explored actions steer it to new ones). Each task gets a share of the batch's en
 proportion to ``n(s_0)`` (task-level group sizing; ``n(s_0) = 0`` skips the task).
 
 Rows are the collector's (:meth:`trainers.rollout.RolloutCollector.make_row`): every
-env step is one row. A *branch* is one ``traj_id``: the rows from where it left its
+env step is one row, counted in its branch's :class:`~agentgym_rl.episodes.EpisodeRecord`
+by ``record_step`` (the step bookkeeping every env-policy loop shares). A *branch* is one ``traj_id``: the rows from where it left its
 parent's path to where it ended; the rows before belong to the parent (the tree's
 edges are each trained once). A branch that reached an end (won, lost, step limit)
 has ``done`` on its last row and its outcome on every row; a branch cut by ``n = 0``
@@ -37,10 +38,11 @@ from typing import Any
 import numpy as np
 import torch
 
+from agentgym_rl.episodes import EpisodeRecord, slot_info
 from agentgym_rl.keys import hash_fields
 from trainers.estimators.spo3 import SPO3State, adaptive_group_sizes
 from trainers.prompting import build_messages, extract_task, parse_action
-from trainers.rollout import EpisodeResult, GenerateFn, Rollout, RolloutCollector, StepRow, slot_info
+from trainers.rollout import GenerateFn, Rollout, RolloutCollector, StepRow
 from trainers.step_batch import StepBatch
 
 __all__ = ["BranchRollout", "BranchingCollector", "split_budget", "transition_rewards"]
@@ -96,7 +98,7 @@ _Candidate = tuple[int, int, tuple[str, bool]]  # (slot, reply index, parsed act
 class _Branch:
     """One ``traj_id``: its rows and how it went."""
 
-    episode: EpisodeResult
+    episode: EpisodeRecord
     rows: list[StepRow] = field(default_factory=list)
     parent: tuple[int, int] | None = None  # (parent traj_id, parent rows before the fork)
     finished: bool = False  # reached an end (won, lost, step limit): its path is recorded
@@ -302,7 +304,8 @@ class BranchingCollector:
                     )  # fmt: skip
                     won = bool(nxt.get("won", False))
                     next_key = self._table_key(nxt) if "state_key" in nxt else 0
-                    children.append((i, row, nxt, done, bool(terminated[i]), won, next_key))
+                    transition = (float(rewards[i]), bool(terminated[i]), bool(truncated[i]))
+                    children.append((i, row, nxt, done, transition, won, next_key))
                 scores = transition_rewards(
                     work, key, [c[6] for c in children], [c[5] and c[3] for c in children]
                 )
@@ -315,7 +318,7 @@ class BranchingCollector:
                 pushed: list[_Node] = []
                 trace_children = []
                 for j in ranked:
-                    i, row, nxt, done, term, won, _ = children[j]
+                    i, row, nxt, done, transition, _, _ = children[j]
                     if j == best:
                         branch = node.branch
                     else:
@@ -325,13 +328,14 @@ class BranchingCollector:
                         branch.parent = (node.branch.episode.traj_id, fork)
                         rollout.parents[branch.episode.traj_id] = branch.parent
                     row.record["traj_id"] = branch.episode.traj_id
-                    self._append(branch, row, node.info, nxt)
+                    branch.episode.record_step(row.action, *transition, nxt, row.format_valid)
+                    branch.rows.append(row)
                     trace_children.append((row.action, scores[j], branch.episode.traj_id))
                     child = _Node(next(next_id), str(next_observations[i]), nxt,
                                   [*node.history, (node.observation, row.action)], branch, slot=i)  # fmt: skip
                     holder[i] = child.node_id
                     if done:
-                        self._end(branch, branches, nxt, term, won, work)
+                        self._end(branch, branches, work)
                     elif j != best:
                         pushed.append(child)
                     else:
@@ -401,41 +405,18 @@ class BranchingCollector:
     @staticmethod
     def _new_branch(branches: list[_Branch], group: int, info: dict[str, Any], root: _Node | None) -> _Branch:
         """A branch that starts at the state of ``info`` (``root``: its task's first state, or None: itself)."""
-        start = int(info["state_key"])
-        episode = EpisodeResult(
-            group_id=group, traj_id=len(branches), task_id=str(info.get("task_id", "")),
-            task_type=str(info.get("task_type", "")), won=False, score=0.0, length=0, invalid_format=0,
-            inadmissible=0, truncated=False,
-            initial_state_key=start if root is None else int(root.info["state_key"]), state_keys=[start],
-        )  # fmt: skip
+        episode = EpisodeRecord.start(
+            info, group_id=group, traj_id=len(branches), task_id=str(info.get("task_id", ""))
+        )
+        if root is not None:
+            episode.initial_state_key = int(root.info["state_key"])
         branch = _Branch(episode)
         branches.append(branch)
         return branch
 
-    @staticmethod
-    def _append(branch: _Branch, row: StepRow, now: dict[str, Any], nxt: dict[str, Any]) -> None:
+    def _end(self, branch: _Branch, branches: list[_Branch], work: SPO3State) -> None:
+        """A branch reached an end (its record has the outcome): the working table learns its whole path."""
         episode = branch.episode
-        episode.length += 1
-        episode.invalid_format += int(not row.format_valid)
-        episode.inadmissible += int(row.action not in now.get("admissible_actions", ()))
-        if "state_key" in nxt:
-            episode.state_keys.append(int(nxt["state_key"]))
-        branch.rows.append(row)
-
-    def _end(
-        self,
-        branch: _Branch,
-        branches: list[_Branch],
-        nxt: dict[str, Any],
-        terminated: bool,
-        won: bool,
-        work: SPO3State,
-    ) -> None:
-        """A branch reached an end: its outcome, and the working table learns its whole path."""
-        episode = branch.episode
-        episode.won = won
-        episode.score = float(nxt["score"]) if "score" in nxt else float(won)
-        episode.truncated = not terminated
         branch.finished = True
         path = self._path(branch, branches)
         # One rollout from s_0 to here: copies of the path's records under one traj id (the

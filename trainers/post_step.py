@@ -23,8 +23,9 @@ from typing import Any
 
 import numpy as np
 
+from agentgym_rl.episodes import EpisodeRecord, slot_info, step_episodes
 from trainers.prompting import build_messages, extract_task, parse_action
-from trainers.rollout import EpisodeResult, GenerateFn, Rollout, RolloutCollector, StepRow, slot_info
+from trainers.rollout import GenerateFn, Rollout, RolloutCollector, StepRow
 
 __all__ = ["PostStepCollector"]
 
@@ -45,7 +46,7 @@ class PostStepCollector:
         self._task_text: dict[int, str] = {}
         self._history: dict[int, list[tuple[str, str]]] = {}
         self._rows: dict[int, list[StepRow]] = {}
-        self._episodes: dict[int, EpisodeResult] = {}
+        self._episodes: dict[int, EpisodeRecord] = {}
         self._next_traj = 0  # traj ids stay unique across calls: a live episode spans several batches
         self._next_group = 0  # so do group ids: groups of different resets never mix
         self.resets = 0
@@ -71,11 +72,9 @@ class PostStepCollector:
         self._episodes = {}
         for i in slots:
             now = slot_info(self._info, i)
-            self._episodes[i] = EpisodeResult(
-                group_id=base_group + int(now["group_id"]), traj_id=self._next_traj, task_id=str(now["task_id"]),
-                task_type=str(now.get("task_type", "")), won=False, score=0.0, length=0, invalid_format=0,
-                inadmissible=0, truncated=False, initial_state_key=int(now["state_key"]),
-                state_keys=[int(now["state_key"])],
+            self._episodes[i] = EpisodeRecord.start(
+                now, group_id=base_group + int(now["group_id"]), traj_id=self._next_traj,
+                rollout=int(now["rollout_id"]), task_id=str(now["task_id"]),
             )  # fmt: skip
             self._next_traj += 1
 
@@ -91,7 +90,7 @@ class PostStepCollector:
         envs, cfg = self.base.envs, self.base.prompt_config
         timings = {"generate": 0.0, "env": 0.0}
         rows: list[StepRow] = []
-        ended: list[EpisodeResult] = []
+        ended: list[EpisodeRecord] = []
         table_records: list[dict[str, Any]] = []
         for step in range(steps):
             if self._observations is None or not envs.active.any():
@@ -115,30 +114,25 @@ class PostStepCollector:
             timings["generate"] += time.perf_counter() - clock
             parsed = {i: parse_action(reply.text, cfg) for i, reply in zip(active, replies, strict=True)}
             actions: list[str | None] = [parsed[i][0] if i in parsed else None for i in range(envs.num_envs)]
+            format_valid = [parsed[i][1] if i in parsed else None for i in range(envs.num_envs)]
             clock = time.perf_counter()
-            next_observations, rewards, terminated, truncated, next_info = envs.step(actions)
+            next_observations, rewards, terminated, truncated, next_info = step_episodes(
+                envs, actions, self._episodes, format_valid
+            )
             timings["env"] += time.perf_counter() - clock
             for k, i in enumerate(active):
-                now, nxt = slot_info(info, i), slot_info(next_info, i)
                 episode = self._episodes[i]
-                done = bool(terminated[i] or truncated[i])
                 row = self.base.make_row(
                     episode.group_id, episode.traj_id, len(self._history[i]), conversations[k], replies[k],
-                    parsed[i], now, nxt, float(rewards[i]), done, observation=str(observations[i]),
+                    parsed[i], slot_info(info, i), slot_info(next_info, i), float(rewards[i]), episode.done,
+                    observation=str(observations[i]),
                 )  # fmt: skip
                 rows.append(row)
                 self._rows[i].append(row)
                 self._history[i].append((str(observations[i]), row.action))
-                episode.length += 1
-                episode.invalid_format += int(not row.format_valid)
-                episode.inadmissible += int(row.action not in now.get("admissible_actions", ()))
-                if "state_key" in nxt:
-                    episode.state_keys.append(int(nxt["state_key"]))
-                if done:
+                if episode.done:
                     # The success term arrives now: the outcome goes on the episode's rows (its
                     # earlier rows were trained on already; only the done row's r^succ counts here).
-                    episode.truncated = bool(truncated[i]) and not bool(terminated[i])
-                    self.base._finish(episode, next_info, i)
                     self.base.set_outcome(self._rows[i], episode.score)
                     table_records.extend(r.record for r in self._rows[i])
                     ended.append(episode)

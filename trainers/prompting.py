@@ -85,13 +85,15 @@ class PromptConfig:
 
 
 def env_kind_of(env_id: str) -> str:
-    """The prompt kind of a registered env id: ``"alfworld"``, ``"webshop"`` or ``"generic"``.
+    """The prompt kind of a registered env id: its env class's ``prompt_kind`` (``"generic"`` if none).
 
     >>> env_kind_of("AgentGymRL/WebShop-v0"), env_kind_of("AgentGymRL/TextBandit-v0")
     ('webshop', 'generic')
     """
-    lowered = env_id.lower()
-    return "webshop" if "webshop" in lowered else "alfworld" if "alfworld" in lowered else "generic"
+    import agentgym_rl  # noqa: F401 - registers the envs
+    from agentgym_rl.registration import prompt_kind
+
+    return prompt_kind(env_id)
 
 
 def extract_task(first_observation: str, config: PromptConfig) -> str:

@@ -1,9 +1,11 @@
 """The rollout collector: multi-turn episodes in a ``GroupVectorEnv``, one training row per env step.
 
-It is where the trainer's envs and policy meet (3SPO's branching and the post-step
-collector run their own loops): at every step it writes the
+The trainer's plain episodes (3SPO's branching and post-step collectors reuse its rows
+and outcomes): at every step it writes the
 prompt of each active env (:mod:`trainers.prompting`), asks a ``generate`` callable
-for the replies, parses actions, steps the envs in lockstep and records, per env step,
+for the replies, parses actions, steps the envs in lockstep
+(:func:`agentgym_rl.episodes.step_episodes`, the step every env-policy loop shares,
+which keeps each rollout's :class:`~agentgym_rl.episodes.EpisodeRecord`) and records, per env step,
 the prompt and completion token ids and a :data:`trainers.step_batch.RECORD_FIELDS`
 record (keys of ``o_t`` and ``o_{t+1}``, reward with the invalid-action penalty, and
 the rollout's outcome once its episode ends). The trainer turns the records into a
@@ -31,10 +33,11 @@ from typing import Any
 
 import numpy as np
 
+from agentgym_rl.episodes import EpisodeRecord, slot_info, step_episodes
 from trainers.prompting import PromptConfig, build_messages, extract_task, parse_action
 from trainers.semantic import semantic_state_key, similarity_anchor_keys
 
-__all__ = ["EpisodeResult", "GeneratedReply", "Rollout", "RolloutCollector", "StepRow", "slot_info"]
+__all__ = ["EpisodeRecord", "GeneratedReply", "Rollout", "RolloutCollector", "StepRow", "slot_info"]
 
 
 @dataclass
@@ -66,29 +69,11 @@ class StepRow:
 
 
 @dataclass
-class EpisodeResult:
-    """How one rollout went."""
-
-    group_id: int
-    traj_id: int
-    task_id: str
-    task_type: str
-    won: bool
-    score: float
-    length: int
-    invalid_format: int
-    inadmissible: int
-    truncated: bool
-    initial_state_key: int
-    state_keys: list[int] = field(default_factory=list)
-
-
-@dataclass
 class Rollout:
     """The rows and episodes of one collection, and where its time went (seconds)."""
 
     rows: list[StepRow]
-    episodes: list[EpisodeResult]
+    episodes: list[EpisodeRecord]
     timings: dict[str, float] = field(default_factory=dict)
     #: Records for the estimator's state-table update when they differ from the rows' (3SPO's
     #: post-step mode: whole episodes that ended, whose early rows were trained on before).
@@ -100,26 +85,25 @@ class Rollout:
         return [row.record for row in self.rows]
 
     def metrics(self) -> dict[str, float]:
-        """Success rate, score, episode length, invalid-action rates and distinct states (slash names)."""
+        """Success rate, score, episode length, bad-action rates and distinct states (slash names).
+
+        ``env/invalid_format_rate`` and ``env/inadmissible_rate`` are the episodes'
+        ``format_errors`` and ``inadmissible`` (:mod:`agentgym_rl.episodes`) per row.
+        """
         if not self.episodes:
             return {}
         steps = max(1, len(self.rows))
         return {
             "env/success_rate": float(np.mean([e.won for e in self.episodes])),
             "env/score": float(np.mean([e.score for e in self.episodes])),
-            "env/episode_length": float(np.mean([e.length for e in self.episodes])),
-            "env/invalid_format_rate": sum(e.invalid_format for e in self.episodes) / steps,
+            "env/episode_length": float(np.mean([e.steps for e in self.episodes])),
+            "env/invalid_format_rate": sum(e.format_errors for e in self.episodes) / steps,
             "env/inadmissible_rate": sum(e.inadmissible for e in self.episodes) / steps,
             "env/truncated_rate": float(np.mean([e.truncated for e in self.episodes])),
             "env/distinct_states": float(len({k for e in self.episodes for k in e.state_keys})),
             "env/rows": float(len(self.rows)),
             **{f"time/{name}": value for name, value in self.timings.items()},
         }
-
-
-def slot_info(info: dict[str, Any], i: int) -> dict[str, Any]:
-    """Env ``i``'s own info from a batched ``GroupVectorEnv`` info (the keys its ``_key`` mask sets)."""
-    return {key: value[i] for key, value in info.items() if not key.startswith("_") and info[f"_{key}"][i]}
 
 
 GenerateFn = Callable[[list[list[dict[str, str]]]], Sequence[GeneratedReply]]
@@ -132,7 +116,8 @@ class RolloutCollector:
         envs: The group vector env (its ``num_envs`` bounds the rollouts per collection).
         prompt_config: Prompt and action-parsing settings.
         invalid_action_penalty: Subtracted from ``r_t`` when the reply breaks the format.
-        penalize_inadmissible: Also subtract it when the action is not admissible.
+        penalize_inadmissible: Also subtract it when the action is not one of the offered
+            ``admissible_actions``.
         reward_scale: Multiplies env rewards and the outcome (the loss side only: the
             ``score`` records stay the env's, in ``[0, 1]``).
         similarity_threshold: When set, every collection also gives each row an
@@ -181,20 +166,14 @@ class RolloutCollector:
         task_text = {int(i): extract_task(str(observations[i]), cfg) for i in slots}
         history: dict[int, list[tuple[str, str]]] = {int(i): [] for i in slots}
         rows_of: dict[int, list[StepRow]] = {int(i): [] for i in slots}
+        # traj_id is the slot; task ids as strings (the trainer keys its tables by them).
         episodes = {
-            int(i): EpisodeResult(
+            int(i): EpisodeRecord.start(
+                slot_info(info, int(i)),
                 group_id=int(info["group_id"][i]),
                 traj_id=int(i),
+                rollout=int(info["rollout_id"][i]),
                 task_id=str(info["task_id"][i]),
-                task_type=str(info["task_type"][i]) if "task_type" in info else "",
-                won=False,
-                score=0.0,
-                length=0,
-                invalid_format=0,
-                inadmissible=0,
-                truncated=False,
-                initial_state_key=int(info["state_key"][i]),
-                state_keys=[int(info["state_key"][i])],
             )
             for i in slots
         }
@@ -211,16 +190,17 @@ class RolloutCollector:
             replies = generate(conversations)
             timings["generate"] += time.perf_counter() - clock
             actions: list[str | None] = [None] * envs.num_envs
+            format_valid: list[bool | None] = [None] * envs.num_envs
             parsed: dict[int, tuple[str, bool]] = {}
             for i, reply in zip(active, replies, strict=True):
                 parsed[i] = parse_action(reply.text, cfg)
-                actions[i] = parsed[i][0]
+                actions[i], format_valid[i] = parsed[i]
             clock = time.perf_counter()
-            next_observations, rewards, terminated, truncated, next_info = envs.step(actions)
+            next_observations, rewards, terminated, truncated, next_info = step_episodes(
+                envs, actions, episodes, format_valid
+            )
             timings["env"] += time.perf_counter() - clock
             for k, i in enumerate(active):
-                action, format_valid = parsed[i]
-                now, nxt = slot_info(info, i), slot_info(next_info, i)
                 rows_of[i].append(
                     self.make_row(
                         episodes[i].group_id,
@@ -229,26 +209,14 @@ class RolloutCollector:
                         conversations[k],
                         replies[k],
                         parsed[i],
-                        now,
-                        nxt,
+                        slot_info(info, i),
+                        slot_info(next_info, i),
                         float(rewards[i]),
                         bool(terminated[i] or truncated[i]),
                         observation=str(observations[i]),
                     )  # fmt: skip
                 )
-                admissible = action in now.get("admissible_actions", ())
-                done = bool(terminated[i] or truncated[i])
-                has_next = "state_key" in nxt
-                history[i].append((str(observations[i]), action))
-                episode = episodes[i]
-                episode.length += 1
-                episode.invalid_format += int(not format_valid)
-                episode.inadmissible += int(not admissible)
-                if has_next:
-                    episode.state_keys.append(int(next_info["state_key"][i]))
-                if done:
-                    episode.truncated = bool(truncated[i]) and not bool(terminated[i])
-                    self._finish(episode, next_info, i)
+                history[i].append((str(observations[i]), parsed[i][0]))
             observations, info = next_observations, next_info
             step += 1
         for i in np.flatnonzero(envs.active):  # cut by max_steps: the rollout ends unfinished
@@ -313,6 +281,8 @@ class RolloutCollector:
         and ``score`` when the episode ends.
         """
         action, format_valid = parsed
+        # Membership in the offered list, not the env's verdict (``EpisodeRecord.inadmissible``):
+        # they differ on WebShop, whose typed searches are never the offered template.
         admissible = action in now.get("admissible_actions", ())
         penalty = self.invalid_action_penalty * (
             (not format_valid) or (self.penalize_inadmissible and not admissible)
@@ -345,11 +315,3 @@ class RolloutCollector:
             observation=observation,
             env_reward=reward,
         )
-
-    @staticmethod
-    def _finish(episode: EpisodeResult, info: dict[str, Any], i: int) -> None:
-        episode.won = bool(info["won"][i]) if "won" in info else False
-        if "score" in info and info.get("_score", np.ones(1, bool))[i]:
-            episode.score = float(info["score"][i])
-        else:
-            episode.score = float(episode.won)

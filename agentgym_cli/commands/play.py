@@ -1,7 +1,8 @@
 """``agentgym-rl play``: play episodes with a scripted agent and print what happens.
 
 The README's first command runs it on the embedded default: an ALFWorld game played
-by the expert and by a random agent.
+by the expert and by a random agent. The agents are :mod:`agentgym_rl.agents`' batch
+policies in a one-slot ``GroupVectorEnv``, stepped by :func:`agentgym_rl.episodes.step_episodes`.
 """
 
 from __future__ import annotations
@@ -36,7 +37,9 @@ class Args:
     )
     task: str | None = field(default=None, metadata={"help": "Task id to play; default: picked by the seed."})
     episodes: int = field(default=1, metadata={"help": "Episodes per agent."})
-    seed: int = field(default=0, metadata={"help": "Seed of the task choice and of the random agent."})
+    seed: int = field(
+        default=0, metadata={"help": "Seed of the task choice and of the random agent (episode k: seed + k)."}
+    )
     max_steps: int | None = field(
         default=None, metadata={"help": "Step limit (default: the env's, ALFWorld 50)."}
     )
@@ -70,45 +73,46 @@ def _env_kwargs(args: Args, env_id: str) -> dict:
 def main(argv: list[str] | None = None, parser: argparse.ArgumentParser | None = None) -> int:
     """Run ``agentgym-rl play``; returns the exit code."""
     args = parse_command_args(parser or make_parser(), Args, argv)
-    import gymnasium as gym
-
     import agentgym_rl  # noqa: F401 - registers the envs
     from agentgym_rl.agents import make_agent
+    from agentgym_rl.episodes import start_episodes, step_episodes
     from agentgym_rl.registration import resolve_env_id
+    from agentgym_rl.vector import GroupVectorEnv
 
     env_id = resolve_env_id(args.env)
-    env = gym.make(env_id, **_env_kwargs(args, env_id))
+    policies = [make_agent(name) for name in args.agents]  # an unknown name fails before any env starts
+    # One slot in one worker: play runs the same loop as the leaderboard and the trainer.
+    envs = GroupVectorEnv(env_id, num_tasks=1, group_size=1, workers=1, **_env_kwargs(args, env_id))
     results = []
     try:
-        for agent_name in args.agents:
-            agent = make_agent(agent_name, seed=args.seed)
+        for policy in policies:
             for episode in range(args.episodes):
-                options = {"task": args.task} if args.task else None
-                observation, info = env.reset(seed=args.seed + episode, options=options)
-                agent.reset(observation, info, env.unwrapped)
-                print(f"\n=== {agent_name} · episode {episode + 1} · {info['task_id']}")
+                seed = args.seed + episode
+                # task None: the env picks one by the seed, as a plain env.reset(seed=...) does.
+                observations, info = envs.reset(seed=seed, options={"tasks": [args.task]})
+                records = start_episodes(info)
+                record = records[0]
+                policy.begin(envs, observations, info, [seed])
+                print(f"\n=== {policy.name} · episode {episode + 1} · {record.task_id}")
                 if not args.quiet:
-                    print(observation)
-                start, steps, total_reward, done = time.perf_counter(), 0, 0.0, False
-                while not done:
-                    action = agent.act(observation, info)
-                    observation, reward, terminated, truncated, info = env.step(action)
-                    steps, total_reward, done = (
-                        steps + 1,
-                        total_reward + float(reward),
-                        terminated or truncated,
-                    )
+                    print(observations[0])
+                start = time.perf_counter()
+                while envs.active.any():
+                    actions = policy.act(observations, info)
+                    format_valid = getattr(policy, "format_valid", None) or None
+                    observations, _, _, _, info = step_episodes(envs, actions, records, format_valid)
                     if not args.quiet:
-                        print(f"> {action}\n{observation}")
-                outcome = "WON" if info.get("won") else "lost"
-                score = f", score {info['score']:.3f}" if "score" in info else ""
+                        print(f"> {actions[0]}\n{observations[0]}")
+                outcome = "WON" if record.won else "lost"
+                score = f", score {record.score:.3f}" if "score" in info else ""
                 seconds = time.perf_counter() - start
                 print(
-                    f"--- {agent_name}: {outcome} after {steps} steps (reward {total_reward:.1f}{score}, {seconds:.2f} s)"
+                    f"--- {policy.name}: {outcome} after {record.steps} steps "
+                    f"(reward {record.env_return:.1f}{score}, {seconds:.2f} s)"
                 )
-                results.append((agent_name, info["task_id"], bool(info.get("won")), steps))
+                results.append((policy.name, record.task_id, record.won, record.steps))
     finally:
-        env.close()
+        envs.close()
     print("\nagent    won  steps  task")
     for agent_name, task_id, won, steps in results:
         print(f"{agent_name:<8} {'yes' if won else 'no':<4} {steps:>5}  {task_id}")

@@ -9,10 +9,11 @@ import uuid
 import warnings
 from collections import OrderedDict
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import gymnasium as gym
 
+from agentgym_rl.agents import PlanExpert
 from agentgym_rl.alfworld.engine import EngineSnapshot, GameCache, default_cache, make_engine
 from agentgym_rl.alfworld.tasks import game_path, list_tasks, task_type_of
 from agentgym_rl.data import cache_root, find_alfworld_root
@@ -49,6 +50,8 @@ class ALFWorldEnv(gym.Env[str, str]):
     Six task types: ``pick_and_place_simple``, ``look_at_obj_in_light``,
     ``pick_clean_then_place_in_recep``, ``pick_heat_then_place_in_recep``,
     ``pick_cool_then_place_in_recep``, ``pick_two_obj_and_place``.
+    :meth:`expert` replays the game's walkthrough; :attr:`prompt_kind` names the prompt
+    template agents use (``"alfworld"``).
 
     ## Action Space
     Free text (:class:`~agentgym_rl.spaces.TextSpace`): a command such as
@@ -122,6 +125,8 @@ class ALFWorldEnv(gym.Env[str, str]):
     """
 
     metadata = {"render_modes": ["ansi"], "render_fps": 4}
+    #: The prompt template of this env (``trainers.prompting.PromptConfig.env_kind``).
+    prompt_kind: ClassVar[str] = "alfworld"
 
     def __init__(
         self,
@@ -216,6 +221,10 @@ class ALFWorldEnv(gym.Env[str, str]):
     def num_steps(self) -> int:
         """Steps taken in the current episode (restored with a snapshot)."""
         return len(self._actions)
+
+    def expert(self) -> PlanExpert:
+        """The expert of the episode just reset: it replays :attr:`walkthrough`."""
+        return PlanExpert(self.walkthrough)
 
     def expert_plan(self) -> list[str]:
         """The planner's commands from the current state to the goal (Fast Downward)."""

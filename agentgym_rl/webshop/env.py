@@ -5,13 +5,14 @@ from __future__ import annotations
 import pickle
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import gymnasium as gym
 
 from agentgym_rl.keys import DEFAULT_DEPTHS, EpisodeKeys, StepKeys
 from agentgym_rl.spaces import TextSpace
 from agentgym_rl.webshop.backends import HttpBackend, LocalBackend, Transition
+from agentgym_rl.webshop.expert import GoalExpert
 
 __all__ = ["WebShopEnv", "admissible_actions"]
 
@@ -44,6 +45,8 @@ class WebShopEnv(gym.Env[str, str]):
     top 50), the original's pages in ``text`` mode (elements joined by ``[SEP]``,
     the instruction on every page) and its reward. Each task is a goal: an
     instruction naming a product type, attributes, options and a price cap.
+    :meth:`expert` gives the episode's goal-seeking expert; :attr:`prompt_kind` names
+    the prompt template agents use (``"webshop"``).
 
     ## Action Space
     Free text (:class:`~agentgym_rl.spaces.TextSpace`): ``search[query]`` (on any
@@ -139,6 +142,8 @@ class WebShopEnv(gym.Env[str, str]):
     """
 
     metadata = {"render_modes": ["ansi", "human"], "render_fps": 4}
+    #: The prompt template of this env (``trainers.prompting.PromptConfig.env_kind``).
+    prompt_kind: ClassVar[str] = "webshop"
 
     def __init__(
         self,
@@ -253,6 +258,12 @@ class WebShopEnv(gym.Env[str, str]):
     def close(self) -> None:
         self._backend.close()
         self._last = None
+
+    def expert(self) -> GoalExpert:
+        """The expert of the episode just reset: it knows the goal's product and options."""
+        if self.goal is None:
+            raise RuntimeError("no goal yet: call reset() before expert()")
+        return GoalExpert(self.goal)
 
     # ------------------------------------------------------------------ snapshots
     @property

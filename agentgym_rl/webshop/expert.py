@@ -1,10 +1,11 @@
-"""An expert WebShop agent that knows the goal's product and options.
+"""WebShop's expert: it knows the goal's product and options (``WebShopEnv.expert()`` gives it).
 
 It searches for the goal product's name, pages through the results until the
 product's ASIN shows (at most 5 pages), opens it, clicks each goal option and buys.
 On generated goals this scores 1 (the product and options are the goal's by
-construction, and its price is under the cap). The leaderboard uses it as the
-reference agent and tests use it as a walkthrough.
+construction, and its price is under the cap). The leaderboard and ``agentgym-rl play``
+run it through :class:`agentgym_rl.agents.ExpertPolicy`; tests replay it with
+:func:`play_expert` as a walkthrough.
 
 >>> import gymnasium as gym, agentgym_rl
 >>> env = gym.make("AgentGymRL/WebShop-v0", split="test", num_products=60)
@@ -19,7 +20,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-__all__ = ["ExpertAgent", "expert_actions", "play_expert"]
+__all__ = ["GoalExpert", "expert_actions", "play_expert"]
 
 #: Result pages the expert looks through before giving up.
 MAX_RESULT_PAGES = 5
@@ -31,8 +32,8 @@ def _goal_option_values(goal: Mapping[str, Any]) -> list[str]:
     return [str(v).lower() for v in values]
 
 
-class ExpertAgent:
-    """A step-by-step expert policy for one goal.
+class GoalExpert:
+    """The expert of one episode (an :class:`agentgym_rl.agents.EpisodeExpert`); it reads only ``info``.
 
     Args:
         goal: The goal dict (``env.unwrapped.goal``): ``asin``, ``name``, ``goal_options``.
@@ -44,7 +45,7 @@ class ExpertAgent:
         self._pending = [f"click[{v}]" for v in _goal_option_values(goal)]
         self._pages_seen = 0
 
-    def act(self, info: Mapping[str, Any]) -> str:
+    def act(self, observation: str, info: Mapping[str, Any]) -> str:
         """The next action, given the env's latest ``info`` (its ``admissible_actions``)."""
         admissible = info["admissible_actions"]
         if "search[<your query>]" in admissible:
@@ -66,7 +67,10 @@ class ExpertAgent:
 
 
 def play_expert(env: Any, max_steps: int = 15) -> tuple[list[str], dict[str, Any]]:
-    """Play the episode ``env`` was just reset into, to the end, with :class:`ExpertAgent`.
+    """Play the episode ``env`` was just reset into, to the end, with the env's expert.
+
+    A replay helper for one plain env (tests, scripts); batched play goes through
+    :func:`agentgym_rl.episodes.step_episodes`.
 
     Args:
         env: A reset ``AgentGymRL/WebShop-v0`` env (wrapped or not).
@@ -75,16 +79,16 @@ def play_expert(env: Any, max_steps: int = 15) -> tuple[list[str], dict[str, Any
     Returns:
         ``(actions, last_info)``.
     """
-    base = env.unwrapped
-    agent = ExpertAgent(base.goal)
     from agentgym_rl.webshop.env import admissible_actions
 
+    base = env.unwrapped
+    expert = base.expert()
     info: dict[str, Any] = {"admissible_actions": admissible_actions(base.available_actions)}
-    actions: list[str] = []
+    observation, actions = "", []
     for _ in range(max_steps):
-        action = agent.act(info)
+        action = expert.act(observation, info)
         actions.append(action)
-        _, _, terminated, truncated, info = env.step(action)
+        observation, _, terminated, truncated, info = env.step(action)
         if terminated or truncated:
             break
     return actions, info

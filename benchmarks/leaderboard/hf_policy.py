@@ -107,10 +107,14 @@ def prompt_config_for(model_path: str, env_kind: str, overrides: dict[str, Any] 
 class HFPolicy:
     """A causal LM acting in every active slot, one batched ``generate`` per step.
 
+    It speaks :class:`agentgym_rl.agents.BatchPolicy` (``begin`` / ``act``, and
+    ``format_valid`` per slot after each ``act``), as the scripted agents do.
+
     Args:
         model_path: A local model folder or a Hub id (``from_pretrained``; no download
             when the folder exists).
-        env_kind: ``"alfworld"`` or ``"webshop"`` (the prompt template).
+        env_kind: ``"alfworld"``, ``"webshop"`` or ``"generic"`` (the prompt template; the
+            env class's ``prompt_kind``, see :func:`agentgym_rl.registration.prompt_kind`).
         temperature: Sampling temperature; 0 decodes greedily.
         max_new_tokens: Tokens generated per step.
         batch_size: Prompts per ``generate`` call.

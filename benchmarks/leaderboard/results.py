@@ -3,8 +3,10 @@
 An episode record holds what is needed to audit and re-score a run: ``task_id``,
 ``task_type``, ``rollout``, ``won``, ``score``, ``steps``, ``return``, ``truncated``,
 ``actions``, ``state_keys`` (one per observation, the first observation's included),
-``invalid_actions`` (inadmissible for the env) and ``format_errors`` (model replies
-that broke the reply format; 0 for scripted agents).
+``inadmissible`` (steps the env refused, ``action_valid`` False) and ``format_errors``
+(model replies that broke the reply format; 0 for scripted agents): the vocabulary of
+:mod:`agentgym_rl.episodes`. Files written before that call ``inadmissible``
+``invalid_actions``; they are read under the new name.
 
 >>> import tempfile, pathlib
 >>> path = pathlib.Path(tempfile.mkdtemp()) / "episodes_alfworld.json"
@@ -63,6 +65,19 @@ def atomic_write_text(path: Path, text: str) -> None:
         raise
 
 
+#: Episode keys renamed since results were first written: old name -> new name.
+_RENAMED = {"invalid_actions": "inadmissible"}
+
+
+def _upgrade(episode: dict[str, Any]) -> dict[str, Any]:
+    """An episode record with today's key names (an older file's are renamed, values kept).
+
+    >>> _upgrade({"task_id": "a", "invalid_actions": 2})
+    {'task_id': 'a', 'inadmissible': 2}
+    """
+    return {_RENAMED.get(key, key): value for key, value in episode.items()}
+
+
 class EpisodeStore:
     """The episodes of one env in one run, kept in a JSON file that a rerun resumes from.
 
@@ -90,7 +105,7 @@ class EpisodeStore:
                     f"{self.path} holds another run ((stored, asked) per setting: {changed}); "
                     "pass another --output, or --resume false to start over"
                 )
-            self.episodes = list(stored["episodes"])
+            self.episodes = [_upgrade(episode) for episode in stored["episodes"]]
 
     def finished_tasks(self) -> set[Any]:
         """Tasks whose every rollout is stored."""

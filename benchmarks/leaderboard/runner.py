@@ -15,6 +15,7 @@ from typing import Any
 
 import numpy as np
 
+from agentgym_rl.episodes import start_episodes, step_episodes
 from benchmarks.leaderboard.config import LeaderboardConfig
 from benchmarks.leaderboard.policies import BatchPolicy, make_policy
 from benchmarks.leaderboard.results import EpisodeStore
@@ -57,51 +58,16 @@ def _play_batch(
     """Play a batch of (plan index, task), G rollouts each, to the end; one record per rollout."""
     tasks = [task for _, task in batch]
     observations, info = envs.reset(seed=config.seed + batch[0][0], options={"tasks": tasks})
-    slots = [i for i in range(envs.num_envs) if info["group_id"][i] >= 0]
+    records = start_episodes(info)
     seeds: list[int | None] = [None] * envs.num_envs
-    records: dict[int, dict[str, Any]] = {}
-    for i in slots:
-        group, rollout = int(info["group_id"][i]), int(info["rollout_id"][i])
-        seeds[i] = _episode_seed(config.seed, batch[group][0], rollout)
-        records[i] = {
-            "task_id": tasks[group],
-            "task_type": str(info["task_type"][i]),
-            "rollout": rollout,
-            "won": bool(info["won"][i]),
-            "score": float(info["score"][i]) if "score" in info else float(bool(info["won"][i])),
-            "steps": 0,
-            "return": 0.0,
-            "truncated": False,
-            "actions": [],
-            "state_keys": [int(info["state_key"][i])],
-            "invalid_actions": 0,
-            "format_errors": 0,
-        }
+    for i, record in records.items():
+        seeds[i] = _episode_seed(config.seed, batch[record.group_id][0], record.rollout)
     policy.begin(envs, observations, info, seeds)
     while envs.active.any():
         actions = policy.act(observations, info)
-        format_valid = getattr(policy, "format_valid", None)
-        observations, rewards, terminated, truncated, info = envs.step(actions)
-        for i in np.flatnonzero(info["stepped"]):
-            record = records[int(i)]
-            record["actions"].append(actions[i])
-            record["steps"] += 1
-            record["return"] += float(rewards[i])
-            if info.get("_state_key", np.zeros(0, bool))[i]:
-                record["state_keys"].append(int(info["state_key"][i]))
-            if "_action_valid" in info and info["_action_valid"][i] and not info["action_valid"][i]:
-                record["invalid_actions"] += 1
-            if format_valid and format_valid[i] is False:
-                record["format_errors"] += 1
-            if "_won" in info and info["_won"][i]:
-                record["won"] = bool(info["won"][i])
-                record["score"] = (
-                    float(info["score"][i])
-                    if "_score" in info and info["_score"][i]
-                    else float(record["won"])
-                )
-            record["truncated"] = bool(truncated[i]) and not bool(terminated[i])
-    return [records[i] for i in slots]
+        format_valid = getattr(policy, "format_valid", None) or None
+        observations, _, _, _, info = step_episodes(envs, actions, records, format_valid)
+    return [record.to_json() for record in records.values()]
 
 
 def play_env(
