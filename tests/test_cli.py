@@ -37,6 +37,12 @@ def test_play_expert_and_random_on_the_generated_shop(capsys):
     assert "--- expert: WON" in out and "score 1.000" in out and "--- random:" in out
 
 
+def test_play_expert_and_random_on_the_bandit(capsys):
+    assert main(["play", "--env", "bandit", "--episodes", "2", "--quiet"]) == 0
+    out = capsys.readouterr().out
+    assert out.count("--- expert: WON after 1 steps") == 2 and out.count("--- random:") == 2
+
+
 def test_module_entry_point_and_bad_flag():
     run = subprocess.run(
         [sys.executable, "-m", "agentgym_cli", "play", "--episodes", "zero"],
