@@ -55,8 +55,9 @@ Diagnostics are floats under slash names (the trainer logs them with a prefix):
 from __future__ import annotations
 
 import difflib
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
 from typing import Any, Literal, overload
 
 import torch
@@ -69,15 +70,21 @@ from trainers.estimator_configs import (
     ProGPOREstimatorConfig,
     SPO3EstimatorConfig,
 )
-from trainers.estimators.grpo import gigpo, grpo
+from trainers.estimators.grpo import gigpo, grpo, similarity_anchors
 from trainers.estimators.progpo_c import progpo_c
 from trainers.estimators.progpo_r import ProGPORState, progpo_r
 from trainers.estimators.spo3 import SPO3State, spo3
+from trainers.estimators.spo3_rollouts import branching_rollouts, post_step_rollouts, spo3_group_sizes
 from trainers.step_batch import StepBatch
 
 __all__ = [
+    "CheckArgsFn",
+    "ConfigureCollectorFn",
     "EstimatorFn",
     "EstimatorSpec",
+    "GroupSizesFn",
+    "RolloutModeFactory",
+    "RolloutRequest",
     "compute_advantages",
     "get_estimator",
     "list_estimators",
@@ -90,11 +97,46 @@ __all__ = [
 #: to 0-dim tensors or floats, or are a zero-argument function returning such a map
 #: (evaluated only when ``return_diagnostics=True``).
 EstimatorFn = Callable[[StepBatch, Any, Any], tuple[torch.Tensor, Any]]
+#: ``(initial_keys, state, config, group_size) -> rollouts per task``: ``initial_keys`` holds
+#: ``k(o_0)`` of each chosen task (``0`` for a task not rolled out yet), ``group_size`` the
+#: env's slots per task (the result must not exceed it).
+GroupSizesFn = Callable[[list[int], Any, Any, int], list[int]]
+#: ``(collector, config) -> None``: asks the trainer's ``RolloutCollector`` for the record
+#: fields the estimator reads beyond the defaults (e.g. GiGPO's similarity ``anchor_key``).
+ConfigureCollectorFn = Callable[[Any, Any], None]
+#: ``(collector, state, config, args) -> collect``: builds a rollout mode from the trainer's
+#: ``RolloutCollector``, the estimator's state and config and the ``StepGRPOConfig``;
+#: ``collect(RolloutRequest) -> Rollout`` then gathers one training step's rows.
+RolloutModeFactory = Callable[[Any, Any, Any, Any], Callable[["RolloutRequest"], Any]]
+#: ``(args) -> None``: rejects a ``StepGRPOConfig`` the estimator cannot train with (raise ``ValueError``).
+CheckArgsFn = Callable[[Any], None]
+
+
+@dataclass(frozen=True)
+class RolloutRequest:
+    """What the trainer hands a rollout mode for one training step.
+
+    Attributes:
+        generate: the policy, ``conversations -> replies`` (``trainers.rollout.GenerateFn``).
+        tasks: the tasks chosen for this step, one per task group.
+        group_sizes: rollouts per task (``None``: the env's ``group_size`` each).
+        choose_tasks: draws another ``(tasks, group_sizes)``, for modes that reset mid-step.
+        seed: the env seed of this step.
+    """
+
+    generate: Callable[[list[list[dict[str, str]]]], Any]
+    tasks: list[str]
+    group_sizes: list[int] | None
+    choose_tasks: Callable[[], tuple[list[str], list[int] | None]]
+    seed: int
 
 
 @dataclass(frozen=True)
 class EstimatorSpec:
-    """A registered estimator.
+    """A registered estimator: its function, config and state, and what it needs from the trainer.
+
+    The optional hooks keep the trainer and ``StepGRPOConfig`` free of estimator names:
+    an estimator with special rollout needs declares them here, in its registration.
 
     Attributes:
         name: the registry name.
@@ -102,12 +144,34 @@ class EstimatorSpec:
         config_cls: its config dataclass (instantiated with defaults when no config is given).
         state_cls: class of its cross-iteration state (constructed as ``state_cls(config)``),
             or ``None`` when it keeps nothing.
+        flag_prefix: prefix of its ``agentgym-rl train`` flags, ``--<prefix>_<field>``
+            (default: ``name``; a name that is not a Python identifier, such as ``3spo``, needs one).
+        group_sizes: adaptive rollouts per task (default: ``group_size`` for every task).
+        rollout_modes: rollout modes it supports beyond plain lockstep episodes, by the
+            name ``StepGRPOConfig.rollout_mode`` gives them (``"branching"``, ``"post_step"``).
+        configure_collector: asks the rollout collector for extra record fields.
+        check_args: validates the ``StepGRPOConfig`` (called by its ``__post_init__``).
     """
 
     name: str
     fn: EstimatorFn
     config_cls: type
     state_cls: type | None = None
+    flag_prefix: str = ""
+    group_sizes: GroupSizesFn | None = None
+    rollout_modes: Mapping[str, RolloutModeFactory] = field(default_factory=dict)
+    configure_collector: ConfigureCollectorFn | None = None
+    check_args: CheckArgsFn | None = None
+
+    def __post_init__(self) -> None:
+        prefix = self.flag_prefix or self.name
+        if not prefix.isidentifier():
+            raise ValueError(
+                f"estimator {self.name!r} needs a flag_prefix that is a Python identifier (its CLI flags are "
+                f"--<prefix>_<field>), e.g. register_estimator({self.name!r}, ..., flag_prefix='my_estimator')"
+            )
+        object.__setattr__(self, "flag_prefix", prefix)
+        object.__setattr__(self, "rollout_modes", MappingProxyType(dict(self.rollout_modes)))
 
 
 _REGISTRY: dict[str, EstimatorSpec] = {}
@@ -119,15 +183,25 @@ def register_estimator(
     *,
     config_cls: type = EstimatorConfig,
     state_cls: type | None = None,
+    flag_prefix: str = "",
+    group_sizes: GroupSizesFn | None = None,
+    rollout_modes: Mapping[str, RolloutModeFactory] | None = None,
+    configure_collector: ConfigureCollectorFn | None = None,
+    check_args: CheckArgsFn | None = None,
     overwrite: bool = False,
 ) -> Any:
     """Register an estimator under ``name``; usable as a decorator.
 
     Args:
-        name: the name ``compute_advantages`` will accept.
+        name: the name ``compute_advantages`` (and ``StepGRPOConfig.estimator``) will accept.
         fn: ``(batch, config, state) -> (advantages, diagnostics)``; omit to decorate.
-        config_cls: its config dataclass.
+        config_cls: its config dataclass (its fields become ``--<flag_prefix>_<field>`` flags).
         state_cls: its state class, if it learns across iterations.
+        flag_prefix: prefix of its CLI flags (default: ``name``).
+        group_sizes: adaptive rollouts per task (see :data:`GroupSizesFn`).
+        rollout_modes: its own rollout modes (see :data:`RolloutModeFactory`).
+        configure_collector: extra record fields it needs (see :data:`ConfigureCollectorFn`).
+        check_args: its checks of the trainer config (see :data:`CheckArgsFn`).
         overwrite: replace an existing registration instead of raising.
 
     Returns:
@@ -145,7 +219,17 @@ def register_estimator(
     def add(function: EstimatorFn) -> EstimatorFn:
         if name in _REGISTRY and not overwrite:
             raise ValueError(f"estimator {name!r} is already registered; pass overwrite=True to replace it")
-        _REGISTRY[name] = EstimatorSpec(name, function, config_cls, state_cls)
+        _REGISTRY[name] = EstimatorSpec(
+            name,
+            function,
+            config_cls,
+            state_cls,
+            flag_prefix=flag_prefix,
+            group_sizes=group_sizes,
+            rollout_modes=rollout_modes or {},
+            configure_collector=configure_collector,
+            check_args=check_args,
+        )
         return function
 
     return add if fn is None else add(fn)
@@ -258,7 +342,17 @@ def compute_advantages(
 
 # ---------------------------------------------------------------- built-in estimators
 register_estimator("grpo", grpo, config_cls=GRPOEstimatorConfig)
-register_estimator("gigpo", gigpo, config_cls=GiGPOEstimatorConfig)
-register_estimator("progpo_c", progpo_c, config_cls=ProGPOCEstimatorConfig)
+register_estimator("gigpo", gigpo, config_cls=GiGPOEstimatorConfig, configure_collector=similarity_anchors)
+register_estimator(
+    "progpo_c", progpo_c, config_cls=ProGPOCEstimatorConfig, configure_collector=similarity_anchors
+)
 register_estimator("progpo_r", progpo_r, config_cls=ProGPOREstimatorConfig, state_cls=ProGPORState)
-register_estimator("3spo", spo3, config_cls=SPO3EstimatorConfig, state_cls=SPO3State)
+register_estimator(
+    "3spo",
+    spo3,
+    config_cls=SPO3EstimatorConfig,
+    state_cls=SPO3State,
+    flag_prefix="spo3",  # flags are --spo3_<field>: "3spo" is not an identifier
+    group_sizes=spo3_group_sizes,
+    rollout_modes={"branching": branching_rollouts, "post_step": post_step_rollouts},
+)

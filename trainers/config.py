@@ -8,13 +8,18 @@ from typing import Any
 
 from trl import GRPOConfig
 
-__all__ = ["StepGRPOConfig"]
+__all__ = ["ROLLOUT_MODES", "StepGRPOConfig"]
 
 _ENV_ALIASES = {
     "alfworld": "AgentGymRL/ALFWorld-v0",
     "webshop": "AgentGymRL/WebShop-v0",
     "bandit": "AgentGymRL/TextBandit-v0",
 }
+
+
+#: Rollout modes beyond plain episodes, by the config field that asks for each. Only an
+#: estimator that declares a mode (``EstimatorSpec.rollout_modes``) may be trained with it.
+ROLLOUT_MODES = {"branching": "branching", "post_step": "post_step_updates"}
 
 
 def _has_accelerator() -> bool:
@@ -41,7 +46,9 @@ class StepGRPOConfig(GRPOConfig):
     > Parameters that control the environment
 
     env_id (`str`, *optional*, defaults to `"AgentGymRL/ALFWorld-v0"`):
-        Registered env id, or `alfworld` / `webshop`.
+        Registered env id, or `alfworld` / `webshop` / `bandit`. The flag `--env` is an alias;
+        in a `--config` YAML write `env_id:` (TRL's parser reads a top-level `env:` mapping as
+        environment variables).
     env_kwargs (`dict`, *optional*):
         Keyword arguments for `gym.make` (e.g. `{"data_dir": "generated"}`).
     split (`str`, *optional*, defaults to `"train"`):
@@ -79,13 +86,16 @@ class StepGRPOConfig(GRPOConfig):
     > Parameters that control the advantage estimator
 
     estimator (`str`, *optional*, defaults to `"gigpo"`):
-        `grpo`, `gigpo`, `progpo_c`, `progpo_r`, `3spo` or a registered name.
+        `grpo`, `gigpo`, `progpo_c`, `progpo_r`, `3spo` or a name added with
+        `trainers.register_estimator` (its registration says what it needs from the trainer:
+        group sizes, rollout modes, record fields, checks of this config).
     estimator_kwargs (`dict`, *optional*):
-        Fields of the estimator's config (e.g. `{"omega": 1.0}`).
+        Fields of the estimator's config (e.g. `{"omega": 1.0}`); checked here. `agentgym-rl train`
+        also offers each field as a flag `--<estimator>_<field>` (e.g. `--gigpo_omega`).
     gamma (`float`, *optional*, defaults to `0.95`):
         Discount of step returns, passed to the estimator when its config has `gamma`.
 
-    > Parameters that control 3SPO's rollouts (estimator `3spo` only)
+    > Parameters that control the rollout mode (estimators that declare it: `3spo`)
 
     branching (`bool`, *optional*, defaults to `False`):
         Ranked backtracking DFS rollouts from env snapshots: at a state s, `n(s) = ⌈G_max S(s)⌉`
@@ -101,7 +111,8 @@ class StepGRPOConfig(GRPOConfig):
     # Parameters that control the environment
     env_id: str = field(
         default="AgentGymRL/ALFWorld-v0",
-        metadata={"help": "Registered env id, or 'alfworld' / 'webshop'."},
+        # `--env` as the other commands spell it; a YAML config says `env_id:` (TRL reserves `env:`).
+        metadata={"help": "Registered env id, or 'alfworld' / 'webshop' / 'bandit'.", "aliases": ["--env"]},
     )
     env_kwargs: dict[str, Any] | str | None = field(
         default=None,
@@ -146,16 +157,21 @@ class StepGRPOConfig(GRPOConfig):
 
     # Parameters that control the advantage estimator
     estimator: str = field(
-        default="gigpo", metadata={"help": "Advantage estimator: grpo, gigpo, progpo_c, progpo_r, 3spo."}
+        default="gigpo",
+        metadata={"help": "Advantage estimator: grpo, gigpo, progpo_c, progpo_r, 3spo or a registered name."},
     )
     estimator_kwargs: dict[str, Any] | str | None = field(
-        default=None, metadata={"help": "Fields of the estimator's config, as a dict or a JSON string."}
+        default=None,
+        metadata={
+            "help": "Fields of the estimator's config, as a dict or a JSON string; the flags "
+            "--<estimator>_<field> below set the same fields (a field set both ways must agree)."
+        },
     )
     gamma: float = field(
         default=0.95, metadata={"help": "Discount of step returns (estimators that use it)."}
     )
 
-    # Parameters that control 3SPO's rollouts (estimator 3spo only)
+    # Parameters that control the rollout mode (estimators that declare it: 3spo)
     branching: bool = field(
         default=False,
         metadata={
@@ -195,11 +211,19 @@ class StepGRPOConfig(GRPOConfig):
             raise ValueError(
                 f"action_format must be 'think_action', 'action_tag' or 'plain', got {self.action_format!r}"
             )
-        if (self.branching or self.post_step_updates is not None) and self.estimator != "3spo":
-            raise ValueError(
-                f"branching and post_step_updates are 3SPO's rollouts: set estimator='3spo' (got {self.estimator!r})"
-            )
-        if self.branching and self.post_step_updates is not None:
+        spec = self._estimator_spec()
+        requested = [mode for mode, field_name in ROLLOUT_MODES.items() if self._asks_for(field_name)]
+        for mode in requested:
+            if mode not in spec.rollout_modes:
+                from trainers.advantages import get_estimator, list_estimators
+
+                able = [n for n in list_estimators() if mode in get_estimator(n).rollout_modes]
+                fix = f"set estimator={able[0]!r}" if len(able) == 1 else f"set estimator to one of {able}"
+                raise ValueError(
+                    f"{ROLLOUT_MODES[mode]} asks for the {mode!r} rollout mode, which estimator "
+                    f"{self.estimator!r} does not declare: {fix} (got {self.estimator!r})"
+                )
+        if len(requested) > 1:
             raise ValueError(
                 "choose one of branching=True and post_step_updates (their combination is not built)"
             )
@@ -209,6 +233,9 @@ class StepGRPOConfig(GRPOConfig):
             raise ValueError(f"branch_budget must be >= 1 env step, got {self.branch_budget}")
         if self.history_window < 0:
             raise ValueError(f"history_window must be >= 0, got {self.history_window}")
+        self.make_estimator_config()  # a bad estimator_kwargs fails here, not when the trainer starts
+        if spec.check_args is not None:
+            spec.check_args(self)
         # One rollout feeds one optimizer step; its rows are cut into chunks of
         # per_device_train_batch_size inside training_step. TRL's own accumulation and
         # generation batching must therefore be the identity: see StepGRPOTrainer.training_step.
@@ -243,14 +270,39 @@ class StepGRPOConfig(GRPOConfig):
             self.bf16 = False
         super().__post_init__()
 
-    def make_estimator_config(self) -> Any:
-        """The estimator's config object: its defaults, ``gamma``, then ``estimator_kwargs``."""
-        import dataclasses
+    @property
+    def rollout_mode(self) -> str:
+        """How a training step's rows are collected: ``"episodes"`` (plain lockstep episodes) or one of
+        :data:`ROLLOUT_MODES`, which the estimator must declare (``EstimatorSpec.rollout_modes``)."""
+        return next(
+            (mode for mode, field_name in ROLLOUT_MODES.items() if self._asks_for(field_name)), "episodes"
+        )
 
+    def _asks_for(self, field_name: str) -> bool:
+        value = getattr(self, field_name)
+        return value is not None and value is not False
+
+    def _estimator_spec(self) -> Any:
         from trainers.advantages import get_estimator
 
-        config_cls = get_estimator(self.estimator).config_cls
+        return get_estimator(self.estimator)  # an unknown name raises with the closest match
+
+    def make_estimator_config(self) -> Any:
+        """The estimator's config object: its defaults, ``gamma``, then ``estimator_kwargs``."""
+        config_cls = self._estimator_spec().config_cls
+        names = [f.name for f in dataclasses.fields(config_cls) if f.init]
+        unknown = sorted(set(self.estimator_kwargs) - set(names))
+        if unknown:
+            import difflib
+
+            hints = [difflib.get_close_matches(name, names, n=1) for name in unknown]
+            close = [f"{name!r} -> {hint[0]!r}" for name, hint in zip(unknown, hints, strict=True) if hint]
+            did_you_mean = f" Did you mean {', '.join(close)}?" if close else ""
+            raise ValueError(
+                f"estimator_kwargs {unknown} are not fields of estimator {self.estimator!r} "
+                f"({config_cls.__name__}).{did_you_mean} Its fields: {names}"
+            )
         kwargs = dict(self.estimator_kwargs)
-        if "gamma" in {f.name for f in dataclasses.fields(config_cls)}:
+        if "gamma" in names:
             kwargs.setdefault("gamma", self.gamma)
         return config_cls(**kwargs)

@@ -6,7 +6,7 @@ step and the model's reply), build a :class:`~trainers.step_batch.StepBatch`, co
 one advantage per row with the configured estimator on the model's device, and feed
 the rows to TRL's own loss (clipped ratio, KL to the reference with ``beta``).
 
-Two hooks are overridden, one per concern (``DESIGN.md``, "Notes on TRL 1.16 internals"):
+Five hooks are overridden, one per concern (``DESIGN.md``, "Notes on TRL 1.16 internals"):
 
 - ``_generate_and_score_completions``: the parent generates ``num_generations``
   completions per dataset prompt and scores them with reward functions; ours ignores
@@ -16,6 +16,15 @@ Two hooks are overridden, one per concern (``DESIGN.md``, "Notes on TRL 1.16 int
   cuts all K rows into chunks of ``per_device_train_batch_size`` (the last one topped up
   with zero-weight rows), one backward each, so that the summed gradient equals the
   one-shot batch's.
+- ``_save_checkpoint`` / ``_load_optimizer_and_scheduler``: the parent saves and restores
+  model, optimizer and TRL state; ours also saves and restores the estimator's
+  cross-iteration state (3SPO's table, ProGPO-R's averages) in each checkpoint.
+- ``_save``: the parent writes the model; ours writes the prompt settings beside it, so that
+  evaluation prompts the model as it was trained.
+
+What an estimator needs from the rollouts (group sizes per task, a rollout mode other
+than plain episodes, extra record fields) comes from its registration
+(:class:`trainers.advantages.EstimatorSpec`): the trainer names no estimator.
 """
 
 from __future__ import annotations
@@ -23,14 +32,14 @@ from __future__ import annotations
 import contextlib
 import os
 import time
+from collections.abc import Callable
 from typing import Any
 
-import gymnasium as gym
 import numpy as np
 import torch
 from trl import GRPOTrainer
 
-from trainers.advantages import compute_advantages, make_state
+from trainers.advantages import RolloutRequest, compute_advantages, get_estimator, make_state
 from trainers.config import StepGRPOConfig
 from trainers.prompting import PromptConfig, env_kind_of
 from trainers.rollout import GeneratedReply, Rollout, RolloutCollector
@@ -146,25 +155,36 @@ class StepGRPOTrainer(GRPOTrainer):
             penalize_inadmissible=args.penalize_inadmissible,
             reward_scale=args.reward_scale,
         )
-        # Estimator
+        # Estimator: its registration says what it needs from the rollouts
+        self.estimator_spec = get_estimator(args.estimator)
         self.estimator_config = args.make_estimator_config()
-        if getattr(self.estimator_config, "enable_similarity", False):  # GiGPO's anchors need the text
-            self.collector.similarity_threshold = self.estimator_config.similarity_threshold
+        if self.estimator_spec.configure_collector is not None:  # e.g. GiGPO's similarity anchors
+            self.estimator_spec.configure_collector(self.collector, self.estimator_config)
         self.estimator_state = make_state(args.estimator, self.estimator_config)
         self._task_rng = np.random.default_rng(args.seed + 7919 * self.accelerator.process_index)
-        self._initial_keys: dict[str, int] = {}  # task -> k(o_0), for 3SPO's task-level group sizes
-        # 3SPO's rollout modes: ranked DFS from snapshots, or episodes kept alive across updates.
-        self.branching = None
-        self.post_step = None
-        if args.branching:
-            from trainers.branching import BranchingCollector
-
-            self.branching = BranchingCollector(self.collector, self.estimator_state)
-        elif args.post_step_updates is not None:
-            from trainers.post_step import PostStepCollector
-
-            self.post_step = PostStepCollector(self.collector)
+        self._initial_keys: dict[str, int] = {}  # task -> k(o_0), for estimators' adaptive group sizes
+        # Plain lockstep episodes, or a rollout mode of the estimator's (StepGRPOConfig checked it has it).
+        if args.rollout_mode == "episodes":
+            self._collect: Callable[[RolloutRequest], Rollout] = self._collect_episodes
+        else:
+            factory = self.estimator_spec.rollout_modes[args.rollout_mode]
+            self._collect = factory(self.collector, self.estimator_state, self.estimator_config, args)
         self.last_rollout: Rollout | None = None
+
+    @property
+    def mode_collector(self) -> Any:
+        """The rollout mode's own collector (e.g. ``BranchingCollector``), ``None`` for plain episodes."""
+        return getattr(self._collect, "collector", None) if self.args.rollout_mode != "episodes" else None
+
+    @property
+    def branching(self) -> Any:
+        """The collector of the ``branching`` rollout mode, when that is the mode."""
+        return self.mode_collector if self.args.rollout_mode == "branching" else None
+
+    @property
+    def post_step(self) -> Any:
+        """The collector of the ``post_step`` rollout mode, when that is the mode."""
+        return self.mode_collector if self.args.rollout_mode == "post_step" else None
 
     # ------------------------------------------------------------------ rollouts
     def _generate_replies(self, conversations: list[list[dict[str, str]]]) -> list[GeneratedReply]:
@@ -182,41 +202,28 @@ class StepGRPOTrainer(GRPOTrainer):
         count = self.args.num_tasks
         picks = self._task_rng.choice(len(task_ids), size=count, replace=count > len(task_ids))
         tasks = [task_ids[int(i)] for i in picks]
-        if self.args.estimator != "3spo":
+        if self.estimator_spec.group_sizes is None:
             return tasks, None
-        from trainers.estimators.spo3 import adaptive_group_sizes
-
-        # Unseen tasks have no initial key yet: key 0 is never in the table, so S = 1 and n = G_max.
+        # A task not rolled out yet has no initial key: 0, the "unknown" key.
         keys = [self._initial_keys.get(t, 0) for t in tasks]
-        sizes = adaptive_group_sizes(keys, self.estimator_state, self.estimator_config)
-        sizes = [min(s, self.args.group_size) for s in sizes]
-        if sum(sizes) == 0:  # every task is "solved or hopeless": keep training on one rollout each
-            sizes = [1] * len(tasks)
+        sizes = self.estimator_spec.group_sizes(
+            keys, self.estimator_state, self.estimator_config, self.args.group_size
+        )
         return tasks, sizes
+
+    def _collect_episodes(self, request: RolloutRequest) -> Rollout:
+        """The plain rollout mode: one lockstep episode per slot of each task group."""
+        return self.collector.collect(request.generate, request.tasks, request.group_sizes, seed=request.seed)
 
     def rollout(self) -> Rollout:
         """Collect one training step's episodes (also usable for evaluation)."""
         tasks, sizes = self._choose_tasks()
         seed = int(self._task_rng.integers(2**31 - 1))
+        request = RolloutRequest(self._generate_replies, tasks, sizes, self._choose_tasks, seed)
         was_training = self.model.training
         self.model.eval()
         try:
-            if self.branching is not None:
-                # The env's own step limit when none is set (ALFWorld 50, WebShop 15).
-                steps = (
-                    self.args.max_env_steps
-                    or self.args.env_kwargs.get("max_episode_steps")
-                    or gym.spec(self.args.env_id).max_episode_steps
-                    or 50
-                )
-                budget = self.args.branch_budget or self.args.num_tasks * self.args.group_size * steps
-                rollout = self.branching.collect(self._generate_replies, tasks, budget, seed=seed)
-            elif self.post_step is not None:
-                rollout = self.post_step.collect(
-                    self._generate_replies, self._choose_tasks, self.args.post_step_updates, seed=seed
-                )
-            else:
-                rollout = self.collector.collect(self._generate_replies, tasks, sizes, seed=seed)
+            rollout = self._collect(request)
         finally:
             self.model.train(was_training)
         for episode in rollout.episodes:

@@ -32,6 +32,8 @@ the step term's: one penalized row among ``n`` otherwise equal rows gets ``-(n -
 
 from __future__ import annotations
 
+from typing import Any
+
 import torch
 
 from trainers.estimator_configs import GiGPOEstimatorConfig, GRPOEstimatorConfig
@@ -49,7 +51,7 @@ from trainers.estimators.common import (
 from trainers.segment_ops import discounted_returns, zscore
 from trainers.step_batch import StepBatch
 
-__all__ = ["gigpo", "gigpo_step_term", "grpo"]
+__all__ = ["gigpo", "gigpo_step_term", "grpo", "similarity_anchors"]
 
 
 def grpo(
@@ -113,3 +115,12 @@ def gigpo(
         return base_diagnostics(index) | anchors
 
     return advantages, diagnostics
+
+
+def similarity_anchors(collector: Any, config: GiGPOEstimatorConfig) -> None:
+    """Registry hook of GiGPO-style estimators: with ``enable_similarity`` the collector adds ``anchor_key``.
+
+    The text clustering is quadratic in a group's rows, so the collector only runs it when asked.
+    """
+    if config.enable_similarity:
+        collector.similarity_threshold = config.similarity_threshold
