@@ -83,7 +83,7 @@ RUNS: dict[str, Run] = {
         expect=(r"^expert\s+yes\s", r"^random\s+(yes|no)\s"), extra=("--data_dir", "generated")
     ),
     "agentgym-rl play --env webshop --agents expert": Run(
-        expect=(r"^expert\s+yes\s",), xfail="issue 17 agents refactor"
+        expect=(r"^expert\s+yes\s",)
     ),
     "agentgym-rl train --model PATH --env alfworld --estimator gigpo --num_tasks 16 --group_size 8 "
     "--learning_rate 1e-6 --beta 0.01 --output_dir runs/gigpo": Run(

@@ -154,3 +154,29 @@ def test_collector_rows_carry_the_keys_semantic_expansion_reads():
     plain = RolloutCollector(envs, PromptConfig(env_kind="alfworld")).collect(first_policy, ["rooms"], seed=0)
     assert all("anchor_key" not in row.record for row in plain.rows)
     assert all(row.record["semantic_key"] for row in plain.rows)
+
+
+def test_the_inadmissible_penalty_follows_the_envs_verdict_on_webshop():
+    """A typed search is valid (never the offered template ``search[<your query>]``); a click the
+    page does not offer is refused and penalised."""
+    from scripted_envs import reply
+
+    from agentgym_rl.vector import GroupVectorEnv
+
+    script = ["search[red mug]", "click[no such product]"]
+
+    def policy(conversations):
+        return [reply(script.pop(0)) for _ in conversations]
+
+    envs = GroupVectorEnv(
+        "AgentGymRL/WebShop-v0", num_tasks=1, group_size=1, workers=1, split="test", num_products=60
+    )
+    try:
+        collector = RolloutCollector(
+            envs, PromptConfig(env_kind="webshop"), invalid_action_penalty=0.1, penalize_inadmissible=True
+        )
+        rollout = collector.collect(policy, [0], seed=0, max_steps=2)
+    finally:
+        envs.close()
+    penalties = [record["penalty"] for record in rollout.records]
+    assert penalties == [0.0, pytest.approx(0.1)]

@@ -116,8 +116,8 @@ class RolloutCollector:
         envs: The group vector env (its ``num_envs`` bounds the rollouts per collection).
         prompt_config: Prompt and action-parsing settings.
         invalid_action_penalty: Subtracted from ``r_t`` when the reply breaks the format.
-        penalize_inadmissible: Also subtract it when the action is not one of the offered
-            ``admissible_actions``.
+        penalize_inadmissible: Also subtract it when the env refuses the action
+            (``info["action_valid"]`` False; a WebShop search is valid whatever its query).
         reward_scale: Multiplies env rewards and the outcome (the loss side only: the
             ``score`` records stay the env's, in ``[0, 1]``).
         similarity_threshold: When set, every collection also gives each row an
@@ -281,9 +281,13 @@ class RolloutCollector:
         and ``score`` when the episode ends.
         """
         action, format_valid = parsed
-        # Membership in the offered list, not the env's verdict (``EpisodeRecord.inadmissible``):
-        # they differ on WebShop, whose typed searches are never the offered template.
-        admissible = action in now.get("admissible_actions", ())
+        # The env's verdict (as ``EpisodeRecord.inadmissible``), not membership in the offered list:
+        # WebShop's typed searches are never its offered template ``search[<your query>]``.
+        admissible = (
+            bool(nxt["action_valid"])
+            if "action_valid" in nxt
+            else action in now.get("admissible_actions", ())
+        )
         penalty = self.invalid_action_penalty * (
             (not format_valid) or (self.penalize_inadmissible and not admissible)
         )
