@@ -74,12 +74,18 @@ class Args:
     """WebShop generated catalogue size (its train goals teach, its test goals evaluate)."""
     expert_episodes: int = field(default=720, metadata={"help": "Expert episodes per env."})
     """Expert episodes per env (tasks repeat with other random steps)."""
-    expert: str = field(default="walkthrough", metadata={"help": "ALFWorld expert: walkthrough or search."})
-    """ALFWorld's expert. ``walkthrough`` goes straight to where the object lies (4-7 steps; a 128-wide 2-layer
-    clone of 720 episodes, 3 epochs, history 1: 6.2% held-out, greedy). ``search`` acts only on what the prompt
-    shows, so a model can imitate it exactly, but its episodes are ~14 steps (240 episodes, 4 epochs, history 0,
-    prompt loss: 56% of held-out expert steps reproduced, yet 0% of episodes greedy at 20 steps, 8.3% sampled at
-    temperature 1 and 30 steps). The default is the one with the higher measured episode success."""
+    expert: str | None = field(
+        default=None, metadata={"help": "Expert: search or walkthrough (default: per env, see below)."}
+    )
+    """The expert cloned (``trajectories --expert``); unset: ``walkthrough`` on ALFWorld, ``search`` on WebShop.
+
+    ALFWorld: ``walkthrough`` goes straight to where the object lies (4-7 steps; a 128-wide 2-layer clone of
+    720 episodes, 3 epochs, history 1: 6.2% held-out, greedy). ``search`` acts only on what the prompt shows,
+    so a model can imitate it exactly, but its episodes are ~14 steps: 480 episodes, 4 epochs, history 1, prompt
+    loss reproduce 63% of held-out expert steps (go-to 54%, take 21%) and win 2.1% greedy, 8.3% sampled at
+    temperature 1 (30 steps). WebShop: ``search`` types the instruction and buys the first result with the
+    options the instruction names (about 88 score itself); ``walkthrough`` searches the goal product's name,
+    which no page shows, so a clone can only guess its query."""
     epsilon: float = field(default=0.15, metadata={"help": "Random-step probability of the expert."})
     """Probability of a random admissible step in the expert's episodes (teaches recovery)."""
     sft_epochs: float = field(default=3.0, metadata={"help": "SFT epochs."})
@@ -202,7 +208,7 @@ def clone_expert(args: Args, env: str, settings: dict[str, Any], work: Path) -> 
             split="train",
             episodes=str(args.expert_episodes),
             epsilon=args.epsilon,
-            expert=args.expert,
+            expert=args.expert or ("walkthrough" if env == "alfworld" else "search"),
             seed=0,
             num_products=settings["env_kwargs"].get("num_products"),
             history_window=args.history_window,
