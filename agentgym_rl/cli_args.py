@@ -20,6 +20,7 @@ T = TypeVar("T")
 
 __all__ = [
     "add_dataclass_arguments",
+    "add_prefixed_arguments",
     "dataclass_from_args",
     "make_command_parser",
     "make_passthrough_parser",
@@ -88,6 +89,58 @@ def add_dataclass_arguments(parser: argparse.ArgumentParser, cls: type) -> None:
             # TRL's parser spells flags like the fields (underscores); the hyphenated spelling is an alias.
             flags = dict.fromkeys([f"--{field.name}", f"--{field.name.replace('_', '-')}"])
             parser.add_argument(*flags, dest=field.name, **kwargs)
+
+
+def _optional(convert: Any) -> Any:
+    """``convert``, with ``none`` / ``null`` read as ``None`` (for ``X | None`` fields)."""
+
+    def parse(text: str) -> Any:
+        return None if text.lower() in ("none", "null") else convert(text)
+
+    parse.__name__ = getattr(convert, "__name__", "value")  # argparse names the type in its errors
+    return parse
+
+
+def add_prefixed_arguments(container: Any, cls: type, prefix: str) -> dict[str, str]:
+    """Add ``--<prefix>_<field>`` for every field of the dataclass ``cls``; returns ``{dest: field}``.
+
+    Unlike :func:`add_dataclass_arguments` these flags default to "not given"
+    (``argparse.SUPPRESS``: the namespace holds only the flags that were passed or set
+    by a ``--config`` file), so that a caller can tell an explicit value from the
+    dataclass's default, which the help shows. ``container`` is a parser or an
+    argument group; fields typed ``X | None`` also accept ``none``.
+    """
+    hints = typing.get_type_hints(cls)
+    dests: dict[str, str] = {}
+    for field in dataclasses.fields(cls):
+        if not field.init:
+            continue
+        scalar, is_list = _field_type(field, hints)
+        optional = type(None) in typing.get_args(hints[field.name])
+        if field.default is not dataclasses.MISSING:
+            default = field.default
+        elif field.default_factory is not dataclasses.MISSING:  # type: ignore[misc]
+            default = field.default_factory()  # type: ignore[misc]
+        else:
+            default = "required"
+        help_text = f"{field.metadata.get('help', '')} (default: {default})".replace("%", "%%")
+        kwargs: dict[str, Any] = {
+            "help": help_text,
+            "default": argparse.SUPPRESS,
+            "metavar": field.name.upper(),
+        }
+        if scalar is bool:
+            kwargs.update(type=_parse_bool, nargs="?", const=True)
+        elif scalar in (int, float, str):
+            kwargs["type"] = _optional(scalar) if optional else scalar
+        if is_list:
+            kwargs["nargs"] = "+"
+        dest = f"{prefix}_{field.name}"
+        # Underscores as TRL's parser spells flags; the hyphenated spelling is an alias.
+        flags = dict.fromkeys([f"--{dest}", f"--{dest.replace('_', '-')}"])
+        container.add_argument(*flags, dest=dest, **kwargs)
+        dests[dest] = field.name
+    return dests
 
 
 def _load_config(path: str) -> dict[str, Any]:

@@ -75,7 +75,47 @@ def test_one_training_step_per_estimator_on_alfworld(estimator, model_path, alfw
         assert (advantages.abs().sum() > 0) == (log["advantages/coverage/active_frac"] > 0)
     changed = [n for n, p in trainer.model.named_parameters() if not torch.equal(before[n], p)]
     if advantages.abs().sum() > 0:
-        assert len(changed) == len(before), "every trainable parameter must change"
+        unchanged = sorted(set(before) - set(changed))
+        assert not unchanged, f"every trainable parameter must change; unchanged: {unchanged}"
+    else:
+        # beta = 0 and no weight decay: all-zero advantages give an exactly zero loss gradient, and Adam
+        # moves nothing (GRPO here). A parameter that moves means rows leaked into the loss with weight.
+        assert args.beta == 0.0 and args.weight_decay == 0.0
+        assert changed == [], f"zero advantages, yet {changed} changed"
+
+
+def test_grpo_step_on_mixed_outcomes_changes_every_parameter(model_path, tmp_path):
+    """GRPO gets no signal on the ALFWorld fixture (every rollout fails); on the bandit outcomes mix."""
+    from transformers import AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(model_path)
+    allowed = {tokenizer.convert_tokens_to_ids("a"), tokenizer.convert_tokens_to_ids("b")}
+    args = _config(
+        tmp_path,
+        env_id="bandit",
+        env_kwargs={"best": "a"},
+        estimator="grpo",
+        action_format="plain",  # the whole reply is the action
+        group_size=8,  # 8 coin flips per task: both outcomes in a group (a fixed seed makes it certain)
+        max_env_steps=None,
+        per_device_train_batch_size=16,
+        max_completion_length=1,
+        # the tiny model may only say "a" or "b": about half the rollouts win
+        generation_kwargs={"suppress_tokens": [i for i in range(len(tokenizer)) if i not in allowed]},
+    )
+    trainer = StepGRPOTrainer(model=model_path, args=args, processing_class=tokenizer)
+    try:
+        before = {n: p.detach().clone() for n, p in trainer.model.named_parameters()}
+        trainer.train()
+    finally:
+        trainer.close()
+    rollout = trainer.last_rollout
+    won = [e.won for e in rollout.episodes]
+    assert any(won) and not all(won), won
+    advantages = compute_advantages("grpo", StepBatch.from_records(rollout.records), trainer.estimator_config)
+    assert advantages.abs().sum() > 0
+    unchanged = [n for n, p in trainer.model.named_parameters() if torch.equal(before[n], p)]
+    assert not unchanged, f"every trainable parameter must change; unchanged: {unchanged}"
 
 
 def test_collected_rows_feed_every_estimator(alfworld_envs):

@@ -6,6 +6,13 @@ estimator is a pure function ``(batch, config, state) -> (advantages, diagnostic
 of vectorized torch ops, registered by name with its config class and, when it
 learns across iterations, its state class.
 
+A registration may also say what the estimator needs from the trainer, so that
+``StepGRPOTrainer`` and ``StepGRPOConfig`` name no estimator (:class:`EstimatorSpec`):
+``group_sizes`` (rollouts per task, 3SPO's ``n(s_0)``), ``rollout_modes`` (collectors
+other than plain episodes, 3SPO's ``branching`` and ``post_step``), ``configure_collector``
+(extra record fields, GiGPO's similarity ``anchor_key``), ``check_args`` (checks of the
+trainer config) and ``flag_prefix`` (its ``agentgym-rl train`` flags ``--<prefix>_<field>``).
+
 Protocol for a training iteration::
 
     state = make_state(name, config)          # once; None for stateless estimators

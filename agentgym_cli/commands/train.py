@@ -7,8 +7,17 @@ flags override (TRL's parser). Examples::
     agentgym-rl train --env alfworld --estimator gigpo --model Qwen/Qwen2.5-1.5B-Instruct \\
         --output_dir runs/gigpo --num_tasks 16 --group_size 8 --learning_rate 1e-6 --beta 0.01
     agentgym-rl train --model tiny --env alfworld --data_dir generated --max_steps 2   # offline smoke run
+    agentgym-rl train --estimator progpo_c --progpo_c_coverage_lambda 0.2 --progpo_c_base gigpo
 
 ``--model tiny`` builds (once) the tiny random-init Qwen2 with an offline tokenizer.
+
+Estimator settings: each field of each registered estimator's config is a flag
+``--<estimator>_<field>`` (``--gigpo_omega``, ``--spo3_alpha`` for ``3spo``), listed in
+``--help`` in one group per estimator. They set the same fields as ``--estimator_kwargs``
+(JSON); a field set both ways must have one value (else an error), and flags of an
+estimator other than ``--estimator`` are an error. In a YAML config write
+``gigpo_omega: 0.5`` or ``estimator_kwargs: {omega: 0.5}``, and the env as ``env_id:``
+(``env:`` is TRL's mapping of environment variables; ``--env`` stays a flag alias).
 """
 
 from __future__ import annotations
@@ -17,8 +26,9 @@ import argparse
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
-from agentgym_rl.cli_args import make_passthrough_parser, with_default_output_dir
+from agentgym_rl.cli_args import add_prefixed_arguments, make_passthrough_parser, with_default_output_dir
 from trainers.checkpoints import adopt_prompt_config, model_path
 
 #: `agentgym-rl train FLAGS` hands FLAGS to this module's own (TRL) parser unparsed.
@@ -27,11 +37,8 @@ PASSTHROUGH = True
 
 @dataclass
 class TrainScriptArguments:
-    """Arguments of ``agentgym-rl train`` beside the trainer config."""
+    """Arguments of ``agentgym-rl train`` beside the trainer config (the env is ``--env`` / ``--env_id``)."""
 
-    env: str | None = field(
-        default=None, metadata={"help": "Env: alfworld, webshop, bandit or a registered id (sets env_id)."}
-    )
     model: str = field(
         default="tiny",
         metadata={"help": "HF model path (or id in the local cache); 'tiny' for the offline test model."},
@@ -46,6 +53,64 @@ class TrainScriptArguments:
     eval_tasks: int = field(
         default=8, metadata={"help": "Tasks evaluated after training (one sampled rollout each)."}
     )
+
+
+def add_estimator_arguments(parser: argparse.ArgumentParser) -> dict[str, tuple[str, str]]:
+    """One argument group per registered estimator: ``--<flag_prefix>_<field>`` for each config field.
+
+    Returns:
+        ``{dest: (estimator, field)}`` of every flag added.
+    """
+    from trainers.advantages import get_estimator, list_estimators
+
+    flags: dict[str, tuple[str, str]] = {}
+    for name in list_estimators():
+        spec = get_estimator(name)
+        config_cls = spec.config_cls
+        group = parser.add_argument_group(
+            f"estimator {name} (with --estimator {name})",
+            f"Fields of {config_cls.__name__}, as --estimator_kwargs '{{\"<field>\": ...}}' sets them.",
+        )
+        for dest, field_name in add_prefixed_arguments(group, config_cls, spec.flag_prefix).items():
+            flags[dest] = (name, field_name)
+    return flags
+
+
+def _same(a: Any, b: Any) -> bool:
+    normal = [tuple(v) if isinstance(v, list) else v for v in (a, b)]
+    return normal[0] == normal[1]
+
+
+def apply_estimator_flags(config: Any, values: dict[str, Any], flags: dict[str, tuple[str, str]]) -> None:
+    """Merge ``--<estimator>_<field>`` values into ``config.estimator_kwargs``, then check the result.
+
+    Raises:
+        ValueError: a flag of another estimator than ``config.estimator``, a field that the
+            flag and ``estimator_kwargs`` set to different values, or a bad value.
+    """
+    from trainers.advantages import get_estimator
+
+    prefix = get_estimator(config.estimator).flag_prefix
+    other = sorted(dest for dest in values if flags[dest][0] != config.estimator)
+    if other:
+        owners = sorted({flags[dest][0] for dest in other})
+        which = "a flag" if len(other) == 1 else "flags"
+        raise ValueError(
+            f"{', '.join('--' + d for d in other)}: {which} of estimator {' and '.join(map(repr, owners))}, but "
+            f"--estimator is {config.estimator!r}: pass --estimator {owners[0]}, or drop "
+            f"{'it' if len(other) == 1 else 'them'} ({config.estimator}'s flags are --{prefix}_<field>)"
+        )
+    for dest, value in values.items():
+        field_name = flags[dest][1]
+        if isinstance(value, list) and value == [None]:  # `--flag none` of a list field
+            value = None
+        if field_name in config.estimator_kwargs and not _same(config.estimator_kwargs[field_name], value):
+            raise ValueError(
+                f"--{dest} {value!r} and estimator_kwargs {{{field_name!r}: {config.estimator_kwargs[field_name]!r}}} "
+                f"set {field_name} twice: keep one of them"
+            )
+        config.estimator_kwargs[field_name] = value
+    config.make_estimator_config()  # the estimator config's own checks, with the flags in
 
 
 def make_parser(
@@ -64,18 +129,39 @@ def main(argv: list[str] | None = None, parser: argparse.ArgumentParser | None =
     """Run ``agentgym-rl train``; returns the exit code."""
     import sys
 
+    script_args, config = parse_args(list(sys.argv[1:] if argv is None else argv))
+    return run(script_args, config)
+
+
+def parse_args(argv: list[str]) -> tuple[TrainScriptArguments, Any]:
+    """``argv`` (flags, ``--config``) as the script arguments and a checked ``StepGRPOConfig``.
+
+    A bad value exits as argparse does (code 2, the message on stderr).
+    """
     from trl import TrlParser
 
     from trainers.config import StepGRPOConfig
 
-    argv = list(sys.argv[1:] if argv is None else argv)
     trl_parser = TrlParser((TrainScriptArguments, StepGRPOConfig), prog="agentgym-rl train")
+    flags = add_estimator_arguments(trl_parser)
     argv = with_default_output_dir(argv, "runs/agentgym-rl")
-    script_args, config = trl_parser.parse_args_and_config(argv)
-    if script_args.env:
+    _check_yaml_env(trl_parser, argv)
+    try:
+        script_args, config, *rest = trl_parser.parse_args_and_config(argv)
+        # The estimator flags default to "not given": the namespace left over holds those passed (or set by YAML).
+        apply_estimator_flags(config, vars(rest[0]) if rest else {}, flags)
+    except ValueError as error:  # a config's __post_init__, an unknown YAML key, an estimator flag
+        trl_parser.error(str(error))
+    if ":" not in config.env_id:  # "module:Id" registers on import; other ids must be registered now
+        import gymnasium as gym
+
         from agentgym_rl.registration import resolve_env_id
 
-        config.env_id = resolve_env_id(script_args.env)
+        if config.env_id not in gym.registry:
+            try:
+                resolve_env_id(config.env_id)
+            except ValueError as error:
+                trl_parser.error(f"--env_id: {error}")
     if script_args.data_dir:
         config.env_kwargs["data_dir"] = script_args.data_dir
     given = {a.split("=")[0].lstrip("-").replace("-", "_") for a in argv if a.startswith("--")}
@@ -83,7 +169,26 @@ def main(argv: list[str] | None = None, parser: argparse.ArgumentParser | None =
         adopt_prompt_config(config, model_path(script_args.model), given)
     except ValueError as error:
         trl_parser.error(str(error))
-    return run(script_args, config)
+    return script_args, config
+
+
+def _check_yaml_env(parser: argparse.ArgumentParser, argv: list[str]) -> None:
+    """A ``--config`` YAML whose ``env:`` is not a mapping meant the env: say how to set it."""
+    if "--config" not in argv or argv.index("--config") + 1 >= len(argv):
+        return
+    import yaml
+
+    path = argv[argv.index("--config") + 1]
+    try:
+        with open(path) as handle:
+            settings = yaml.safe_load(handle)
+    except OSError:
+        return  # TRL's parser reports the missing file
+    if isinstance(settings, dict) and "env" in settings and not isinstance(settings["env"], dict):
+        parser.error(
+            f"env: {settings['env']!r} in {path}: TRL's parser reads a top-level `env:` as environment "
+            f"variables (a mapping); set the env with `env_id: {settings['env']}`"
+        )
 
 
 def run(script_args: TrainScriptArguments, config: object) -> int:
