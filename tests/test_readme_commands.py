@@ -82,9 +82,7 @@ RUNS: dict[str, Run] = {
     "agentgym-rl play --agents expert random": Run(
         expect=(r"^expert\s+yes\s", r"^random\s+(yes|no)\s"), extra=("--data_dir", "generated")
     ),
-    "agentgym-rl play --env webshop --agents expert": Run(
-        expect=(r"^expert\s+yes\s",)
-    ),
+    "agentgym-rl play --env webshop --agents expert": Run(expect=(r"^expert\s+yes\s",)),
     "agentgym-rl train --model PATH --env alfworld --estimator gigpo --num_tasks 16 --group_size 8 "
     "--learning_rate 1e-6 --beta 0.01 --output_dir runs/gigpo": Run(
         expect=(r"^evaluation on valid_unseen",),
