@@ -123,8 +123,11 @@ class Args:
     """KL coefficient; the reference model is the SFT checkpoint."""
     temperature: float = field(default=1.0, metadata={"help": "Rollout sampling temperature."})
     """Sampling temperature of the RL rollouts."""
-    max_completion_length: int = field(default=24, metadata={"help": "Tokens per reply."})
-    """Tokens per reply (the expert's action-tag replies take ~12)."""
+    max_completion_length: int | None = field(
+        default=None, metadata={"help": "Tokens per reply (default: ALFWorld 24, WebShop 96)."}
+    )
+    """Tokens per reply. Unset: 24 on ALFWorld (the expert's action-tag replies take ~12) and 96 on WebShop,
+    whose searches copy the instruction (~40 tokens; at 24 every search lost its closing tag)."""
     # Evaluation
     eval_episodes: int = field(default=48, metadata={"help": "Held-out tasks per evaluation."})
     """Held-out tasks per evaluation point (a fixed seeded sample)."""
@@ -150,6 +153,13 @@ def smoke_args(args: Args) -> Args:
         sft_epochs=1.0, num_tasks=2, group_size=2,
         max_env_steps=6, eval_episodes=6, real_episodes=min(args.real_episodes, 2),
     )  # fmt: skip
+
+
+def reply_tokens(args: Args, env: str) -> int:
+    """The reply length of ``env``'s rollouts and evaluations (see ``Args.max_completion_length``)."""
+    if args.max_completion_length is not None:
+        return args.max_completion_length
+    return 24 if env == "alfworld" else 96
 
 
 def model_path(args: Args) -> str:
@@ -240,7 +250,7 @@ def evaluate(args: Args, env: str, settings: dict[str, Any], checkpoint: Path, o
         config = LeaderboardConfig(
             env=env, agent=f"checkpoint:{checkpoint}", split=split, episodes=str(episodes), data_dir=data_dir,
             max_steps=args.max_env_steps, temperature=args.eval_temperature,
-            max_new_tokens=args.max_completion_length, batch_size=32, workers=args.env_workers,
+            max_new_tokens=reply_tokens(args, env), batch_size=32, workers=args.env_workers,
             output=str(out / name), resume=False, progress=False,
         )  # fmt: skip
         return run_leaderboard(config, argv=["bench_learning"])["summaries"][env]
@@ -269,7 +279,7 @@ def rl_run(
         num_tasks=args.num_tasks, group_size=args.group_size, max_env_steps=args.max_env_steps,
         env_workers=args.env_workers, estimator=estimator, learning_rate=args.learning_rate, beta=args.beta,
         temperature=args.temperature, penalize_inadmissible=args.penalize_inadmissible,
-        max_completion_length=args.max_completion_length, per_device_train_batch_size=32,
+        max_completion_length=reply_tokens(args, env), per_device_train_batch_size=32,
         max_steps=args.rl_steps, logging_steps=1, save_strategy="no", report_to="none", seed=seed,
     )  # fmt: skip
     adopt_prompt_config(config, str(sft_dir), given=set())  # prompted as the SFT model was trained
