@@ -11,7 +11,9 @@ from __future__ import annotations
 from typing import Any
 
 
-def _record(state: Any, reward: float = 0.0) -> dict[str, Any]:
+def trace_entry(state: Any, reward: float = 0.0) -> dict[str, Any]:
+    """One step of a trace: feedback, admissible commands, reward and win flag of a game state
+    (stock TextWorld's or our engine's: both have these fields)."""
     return {
         "feedback": state.feedback,
         "admissible": list(state.admissible_commands),
@@ -30,10 +32,10 @@ def stock_trace(game_file: str, commands: list[str], reward: bool = False) -> li
 
     infos = textworld.EnvInfos(won=True, admissible_commands=True)
     env = textworld.start(game_file, infos, wrappers=[AlfredDemangler(shuffle=False)])
-    trace = [_record(env.reset())]
+    trace = [trace_entry(env.reset())]
     for command in commands:
         state, step_reward, _ = env.step(command)
-        trace.append(_record(state, step_reward))
+        trace.append(trace_entry(state, step_reward))
     env.close()
     if not reward:
         for entry in trace:

@@ -43,6 +43,7 @@ from typing import Any
 
 from tqdm import tqdm
 
+from benchmarks.alfworld_stock import trace_entry
 from benchmarks.report import run_cli, write_result
 
 KINDS = ("walkthrough", "random")
@@ -72,36 +73,27 @@ class Args:
     """Folder for the JSON and Markdown results."""
 
 
-def _entry(state: Any, reward: float = 0.0) -> dict[str, Any]:
-    return {
-        "feedback": state.feedback,
-        "admissible": list(state.admissible_commands),
-        "reward": float(reward),
-        "won": bool(state.won),
-    }
-
-
 def play_ours(engine: Any, game_file: str, walkthrough: list[str], seed: int, random_steps: int) -> dict:
     """Our engine's traces of the walkthrough and of the seeded random rollout, with the commands."""
     engine.load(game_file)
     played: dict[str, tuple[list[str], list[dict[str, Any]]]] = {}
     state = engine.reset()
-    trace = [_entry(state)]
+    trace = [trace_entry(state)]
     for command in walkthrough:
         state, reward, _ = engine.step(command)
-        trace.append(_entry(state, reward))
+        trace.append(trace_entry(state, reward))
     played["walkthrough"] = (list(walkthrough), trace)
 
     rng = random.Random(seed)
     state = engine.reset()
-    trace, commands = [_entry(state)], []
+    trace, commands = [trace_entry(state)], []
     for _ in range(random_steps):
         if state.won:
             break
         command = rng.choice(list(state.admissible_commands))
         commands.append(command)
         state, reward, _ = engine.step(command)
-        trace.append(_entry(state, reward))
+        trace.append(trace_entry(state, reward))
     played["random"] = (commands, trace)
     return played
 
