@@ -19,17 +19,17 @@ def test_it_clicks_the_named_options_in_page_order_then_buys():
     )
     page = ["click[back to search]", "click[< prev]", "click[description]", "click[buy now]",
             "click[full]", "click[king]", "click[beige]", "click[black]"]  # fmt: skip
-    expert.observe("click[b0abc]")
-    assert expert.act(page) == "click[king]"  # page order, not the instruction's
-    expert.observe("click[king]")
-    assert expert.act(page) == "click[black]"
-    expert.observe("click[black]")
-    assert expert.act(page) == "click[buy now]"
+    expert.observe("click[b0abc]", "")
+    assert expert.act("", page) == "click[king]"  # page order, not the instruction's
+    expert.observe("click[king]", "")
+    assert expert.act("", page) == "click[black]"
+    expert.observe("click[black]", "")
+    assert expert.act("", page) == "click[buy now]"
     # After a step that is not its own (here another option), it starts again at the first.
-    expert.observe("click[beige]")
-    assert expert.act(page) == "click[king]"
+    expert.observe("click[beige]", "")
+    assert expert.act("", page) == "click[king]"
     # A sub-page goes back; a whole word only ("king" is not in "looking").
-    assert expert.act(["click[back to search]", "click[< prev]"]) == "click[< prev]"
+    assert expert.act("", ["click[back to search]", "click[< prev]"]) == "click[< prev]"
     assert not InstructionExpert("i am looking for a lamp").named("click[king]")
 
 
@@ -42,9 +42,9 @@ def test_it_scores_on_the_generated_shop():
             expert = InstructionExpert(extract_task(observation, PromptConfig(env_kind="webshop")))
             terminated = truncated = False
             while not (terminated or truncated):
-                action = expert.act(list(info["admissible_actions"]))
+                action = expert.act(observation, list(info["admissible_actions"]))
                 observation, reward, terminated, truncated, info = env.step(action)
-                expert.observe(action)
+                expert.observe(action, observation)
             assert action == "click[buy now]"  # it always buys, within the env's 15 steps
             scores.append(float(info["score"]))
     finally:
@@ -71,5 +71,5 @@ def test_its_actions_are_a_function_of_the_prompt(tmp_path):
         expert = InstructionExpert(instruction)
         last = re.findall(r", Action \d+: '(.*)'\]\n", text)
         if last:
-            expert.observe(last[-1])
-        assert expert.act(admissible) == example["action"], text
+            expert.observe(last[-1], "")
+        assert expert.act("", admissible) == example["action"], text

@@ -201,13 +201,12 @@ class _ALFWorldExpert:
         pass
 
 
-class _ALFWorldSearcher:
-    """:class:`SearchExpert` (it reads every step, its own and the random ones)."""
+class _Searcher:
+    """A prompt-visible expert (``SearchExpert``, ``InstructionExpert``): it reads every step, its own
+    and the random ones."""
 
-    def __init__(self, env: Any) -> None:
-        from agentgym_rl.alfworld.search_expert import SearchExpert
-
-        self.expert = SearchExpert(env.unwrapped.task_id)
+    def __init__(self, expert: Any) -> None:
+        self.expert = expert
 
     def act(self, observation: str, info: dict[str, Any]) -> str:
         return self.expert.act(observation, list(info["admissible_actions"]))
@@ -217,24 +216,6 @@ class _ALFWorldSearcher:
 
     def observe(self, action: str, observation: str) -> None:
         self.expert.observe(action, observation)
-
-
-class _WebShopSearcher:
-    """:class:`InstructionExpert` (it reads every action, its own and the random ones)."""
-
-    def __init__(self, env: Any, instruction: str) -> None:
-        from agentgym_rl.webshop.instruction_expert import InstructionExpert
-
-        self.expert = InstructionExpert(instruction)
-
-    def act(self, observation: str, info: dict[str, Any]) -> str:
-        return self.expert.act(list(info["admissible_actions"]))
-
-    def deviated(self) -> None:
-        pass
-
-    def observe(self, action: str, observation: str) -> None:
-        self.expert.observe(action)
 
 
 class _WebShopExpert:
@@ -322,10 +303,17 @@ def play_episode(
     prompt_config = config.prompt_config()
     observation, info = env.reset(seed=seed, options={"task": task})
     task_text = extract_task(str(observation), prompt_config)
-    if config.env == "webshop":
-        expert: Any = _WebShopSearcher(env, task_text) if config.expert == "search" else _WebShopExpert(env)
+    expert: Any
+    if config.expert == "walkthrough":
+        expert = _WebShopExpert(env) if config.env == "webshop" else _ALFWorldExpert(env)
+    elif config.env == "webshop":
+        from agentgym_rl.webshop.instruction_expert import InstructionExpert
+
+        expert = _Searcher(InstructionExpert(task_text))
     else:
-        expert = (_ALFWorldSearcher if config.expert == "search" else _ALFWorldExpert)(env)
+        from agentgym_rl.alfworld.search_expert import SearchExpert
+
+        expert = _Searcher(SearchExpert(env.unwrapped.task_id))
     history: list[tuple[str, str]] = []
     examples: list[dict[str, Any]] = []
     won = False

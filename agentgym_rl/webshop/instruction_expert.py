@@ -18,20 +18,22 @@ expert's 100: what it loses is the goals whose product BM25 does not rank first 
 instruction, which no page shows.
 
 >>> expert = InstructionExpert("i need a red mug, and price lower than 30.00 dollars")
->>> expert.act(["search[<your query>]"])
+>>> expert.act("", ["search[<your query>]"])
 'search[i need a red mug, and price lower than 30.00 dollars]'
->>> expert.act(["click[back to search]", "click[next >]", "click[b0abc]", "click[b0def]"])
+>>> expert.act("", ["click[back to search]", "click[next >]", "click[b0abc]", "click[b0def]"])
 'click[b0abc]'
 >>> page = ["click[back to search]", "click[< prev]", "click[buy now]", "click[blue]", "click[red]"]
->>> expert.observe("click[b0abc]"); expert.act(page)
+>>> expert.observe("click[b0abc]", ""); expert.act("", page)
 'click[red]'
->>> expert.observe("click[red]"); expert.act(page)
+>>> expert.observe("click[red]", ""); expert.act("", page)
 'click[buy now]'
 """
 
 from __future__ import annotations
 
 import re
+
+from agentgym_rl.webshop.env import SEARCH_TEMPLATE
 
 __all__ = ["InstructionExpert", "NAVIGATION"]
 
@@ -40,7 +42,6 @@ NAVIGATION = frozenset(
     f"click[{name}]"
     for name in ("back to search", "< prev", "next >", "description", "features", "reviews", "buy now")
 )
-_SEARCH = "search[<your query>]"
 
 
 def _value(click: str) -> str:
@@ -54,15 +55,17 @@ class InstructionExpert:
         instruction: The episode's instruction (``trainers.prompting.extract_task``).
 
     Call :meth:`act` for the action at each step, and :meth:`observe` with every action
-    the episode took (its own or another's).
+    the episode took (its own or another's); both have the signatures of
+    :class:`agentgym_rl.alfworld.search_expert.SearchExpert`, the ALFWorld expert of the same kind.
     """
 
     def __init__(self, instruction: str) -> None:
         self.instruction = instruction.strip()
         self.last_action: str | None = None
 
-    def observe(self, action: str) -> None:
+    def observe(self, action: str, observation: str) -> None:
         """Record the action just taken (the prompt's last history step shows it)."""
+        del observation  # the next page's admissible actions say all it needs
         self.last_action = action
 
     def named(self, click: str) -> bool:
@@ -70,9 +73,10 @@ class InstructionExpert:
         pattern = r"(?<![a-z0-9])" + re.escape(_value(click).lower()) + r"(?![a-z0-9])"
         return re.search(pattern, self.instruction.lower()) is not None
 
-    def act(self, admissible: list[str]) -> str:
+    def act(self, observation: str, admissible: list[str]) -> str:
         """The next action, from the page's admissible actions."""
-        if _SEARCH in admissible:
+        del observation  # what it shows is in the instruction and the admissible actions
+        if SEARCH_TEMPLATE in admissible:
             return f"search[{self.instruction}]"
         others = [a for a in admissible if a.startswith("click[") and a not in NAVIGATION]
         if "click[buy now]" in admissible:  # an item page: its other clicks are option values
