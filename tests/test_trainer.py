@@ -46,6 +46,27 @@ def _config(tmp_path, **overrides) -> StepGRPOConfig:
     return small_step_config(tmp_path / "out", **values)
 
 
+def _bandit_config(tmp_path, model_path, **overrides) -> tuple[StepGRPOConfig, object]:
+    """GRPO on the one-step bandit (best action "a"), the tiny model restricted to saying "a" or "b"."""
+    from transformers import AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(model_path)
+    allowed = {tokenizer.convert_tokens_to_ids("a"), tokenizer.convert_tokens_to_ids("b")}
+    values = dict(
+        env_id="bandit",
+        env_kwargs={"best": "a"},
+        estimator="grpo",
+        action_format="plain",  # the whole reply is the action
+        group_size=8,
+        max_env_steps=None,
+        per_device_train_batch_size=16,
+        max_completion_length=1,
+        generation_kwargs={"suppress_tokens": [i for i in range(len(tokenizer)) if i not in allowed]},
+    )
+    values.update(overrides)
+    return _config(tmp_path, **values), tokenizer
+
+
 @pytest.mark.parametrize("estimator", ESTIMATORS)
 def test_one_training_step_per_estimator_on_alfworld(estimator, model_path, alfworld_envs, tmp_path):
     args = _config(tmp_path, estimator=estimator, group_size=2)
@@ -86,23 +107,9 @@ def test_one_training_step_per_estimator_on_alfworld(estimator, model_path, alfw
 
 def test_grpo_step_on_mixed_outcomes_changes_every_parameter(model_path, tmp_path):
     """GRPO gets no signal on the ALFWorld fixture (every rollout fails); on the bandit outcomes mix."""
-    from transformers import AutoTokenizer
-
-    tokenizer = AutoTokenizer.from_pretrained(model_path)
-    allowed = {tokenizer.convert_tokens_to_ids("a"), tokenizer.convert_tokens_to_ids("b")}
-    args = _config(
-        tmp_path,
-        env_id="bandit",
-        env_kwargs={"best": "a"},
-        estimator="grpo",
-        action_format="plain",  # the whole reply is the action
-        group_size=8,  # 8 coin flips per task: both outcomes in a group (a fixed seed makes it certain)
-        max_env_steps=None,
-        per_device_train_batch_size=16,
-        max_completion_length=1,
-        # the tiny model may only say "a" or "b": about half the rollouts win
-        generation_kwargs={"suppress_tokens": [i for i in range(len(tokenizer)) if i not in allowed]},
-    )
+    # 8 coin flips per task (the model may only say "a" or "b"): both outcomes in a group, which
+    # a fixed seed makes certain.
+    args, tokenizer = _bandit_config(tmp_path, model_path)
     trainer = StepGRPOTrainer(model=model_path, args=args, processing_class=tokenizer)
     try:
         before = {n: p.detach().clone() for n, p in trainer.model.named_parameters()}
@@ -174,26 +181,8 @@ def test_collected_rows_feed_every_estimator(alfworld_envs):
 
 def test_learning_raises_success_on_a_task_with_a_known_best_action(model_path, tmp_path):
     """One-step bandit, best action "a": from chance (~0.5) to >= 0.9 within 8 steps."""
-    from transformers import AutoTokenizer
-
-    tokenizer = AutoTokenizer.from_pretrained(model_path)
-    allowed = {tokenizer.convert_tokens_to_ids("a"), tokenizer.convert_tokens_to_ids("b")}
-    args = _config(
-        tmp_path,
-        env_id="bandit",
-        env_kwargs={"best": "a"},
-        estimator="grpo",
-        action_format="plain",  # the whole reply is the action
-        num_tasks=2,
-        group_size=8,
-        max_env_steps=None,
-        per_device_train_batch_size=16,
-        max_completion_length=1,
-        learning_rate=0.05,
-        max_steps=8,
-        # the tiny model may only say "a" or "b": the success rate starts near 1/2
-        generation_kwargs={"suppress_tokens": [i for i in range(len(tokenizer)) if i not in allowed]},
-    )
+    # The model may only say "a" or "b": the success rate starts near 1/2.
+    args, tokenizer = _bandit_config(tmp_path, model_path, num_tasks=2, learning_rate=0.05, max_steps=8)
     trainer = StepGRPOTrainer(model=model_path, args=args, processing_class=tokenizer)
     try:
         trainer.train()
