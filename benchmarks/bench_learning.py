@@ -30,7 +30,7 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from benchmarks.report import commit, machine, run_cli, write_result
+from benchmarks.report import run_cli, write_result
 
 ESTIMATORS = ["grpo", "gigpo", "progpo_c", "progpo_r", "3spo"]
 #: Trainer log keys shown beside the curves (TRL's names and ours).
@@ -427,9 +427,9 @@ def main(args: Args) -> dict[str, Any]:
         results[env] = {"sft": sft_summary, "sft_eval": sft_eval, "runs": runs}
     seconds = time.perf_counter() - started
     lines = [
-        f"# Learning: SFT warm start, then step-level RL (model {args.model}, commit {commit()})",
+        f"# Learning: SFT warm start, then step-level RL (model {args.model})",
         "",
-        f"Machine: {machine()}. Total {seconds / 60:.1f} min. {args.rl_steps} RL steps of {args.num_tasks} tasks x "
+        f"Total {seconds / 60:.1f} min. {args.rl_steps} RL steps of {args.num_tasks} tasks x "
         f"G = {args.group_size}, episodes of at most {args.max_env_steps} steps; evaluation on {args.eval_episodes} "
         f"held-out tasks at temperature {args.eval_temperature}.",
         "",
@@ -445,21 +445,9 @@ def main(args: Args) -> dict[str, Any]:
     png = plot(args, results, out.mkdir(parents=True, exist_ok=True) or out / "learning_curves.png")
     if png is not None:
         lines.append(f"![learning curves]({png.name})")
-    lines += ["", "Command: `python -m benchmarks.bench_learning " + " ".join(
-        f"--{k} {' '.join(map(str, v)) if isinstance(v, list) else v}" for k, v in asdict(args).items()
-        if v is not None  # an unset option has no flag that reproduces it
-    ) + "`"]  # fmt: skip
-    report = "\n".join(lines)
+    report = "\n".join(lines)  # write_result adds the machine, commit and command as its last line
     print(report)
-    result = {
-        "args": asdict(args),
-        "commit": commit(),
-        "machine": machine(),
-        "seconds": seconds,
-        "envs": results,
-    }
-    write_result(args, result, report)
-    return result
+    return write_result(args, {"args": asdict(args), "seconds": seconds, "envs": results}, report)
 
 
 if __name__ == "__main__":
