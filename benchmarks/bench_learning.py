@@ -240,15 +240,21 @@ def clone_expert(args: Args, env: str, settings: dict[str, Any], work: Path) -> 
     return sft_dir, summary
 
 
-def evaluate(args: Args, env: str, settings: dict[str, Any], checkpoint: Path, out: Path) -> dict[str, float]:
-    """Held-out success and score as the leaderboard measures them (and the real games when asked)."""
+def evaluate(
+    args: Args, env: str, settings: dict[str, Any], checkpoint: Path | str, out: Path
+) -> dict[str, float]:
+    """Held-out success and score as the leaderboard measures them (and the real games when asked).
+
+    ``checkpoint`` is a model folder, or ``"random"`` for the random admissible agent (the reference
+    the curves are read against).
+    """
     from agentgym_rl.data import find_alfworld_root
     from benchmarks.leaderboard.config import LeaderboardConfig
     from benchmarks.leaderboard.harness import run_leaderboard
 
     def board(split: str, data_dir: str | None, episodes: int, name: str) -> dict[str, Any]:
         config = LeaderboardConfig(
-            env=env, agent=f"checkpoint:{checkpoint}", split=split, episodes=str(episodes), data_dir=data_dir,
+            env=env, agent="random" if checkpoint == "random" else f"checkpoint:{checkpoint}", split=split, episodes=str(episodes), data_dir=data_dir,
             max_steps=args.max_env_steps, temperature=args.eval_temperature,
             max_new_tokens=reply_tokens(args, env), batch_size=32, workers=args.env_workers,
             output=str(out / name), resume=False, progress=False,
@@ -378,6 +384,10 @@ def plot(args: Args, results: dict[str, Any], path: Path) -> Path | None:
                 [m + s for m, s in zip(mean, std, strict=True)],
                 alpha=0.15,
             )
+        if "random_eval" in result:  # results of older runs lack it
+            ax.axhline(
+                100 * result["random_eval"][measure], color="grey", linestyle="--", label="random agent"
+            )
         ax.set_title(f"{env}: held-out {measure}, SFT then RL ({len(args.seeds)} seeds)")
         ax.set_xlabel("RL step")
         ax.set_ylabel(f"{measure} (%)")
@@ -410,9 +420,11 @@ def main(args: Args) -> dict[str, Any]:
             sft_summary = json.loads((sft_dir / "sft_summary.json").read_text())
         else:
             sft_dir, sft_summary = clone_expert(args, env, settings, work)
+        random_eval = evaluate(args, env, settings, "random", work / env / "random-board")
         sft_eval = evaluate(args, env, settings, sft_dir, work / env / "sft-board")
         print(
-            f"[{env}] after SFT: held-out success {100 * sft_eval['success']:.1f}%, score {100 * sft_eval['score']:.1f}"
+            f"[{env}] after SFT: held-out success {100 * sft_eval['success']:.1f}%, score {100 * sft_eval['score']:.1f} "
+            f"(random agent: {100 * random_eval['success']:.1f}%, {100 * random_eval['score']:.1f})"
         )
         runs: dict[str, list[dict[str, Any]]] = {}
         for estimator in args.estimators:
@@ -424,7 +436,7 @@ def main(args: Args) -> dict[str, Any]:
                     f"[{env}] {estimator} seed {seed}: held-out success {100 * last.get('success', float('nan')):.1f}%, "
                     f"score {100 * last.get('score', float('nan')):.1f} after {args.rl_steps} RL steps ({run['seconds']:.0f} s)"
                 )
-        results[env] = {"sft": sft_summary, "sft_eval": sft_eval, "runs": runs}
+        results[env] = {"sft": sft_summary, "sft_eval": sft_eval, "random_eval": random_eval, "runs": runs}
     seconds = time.perf_counter() - started
     lines = [
         f"# Learning: SFT warm start, then step-level RL (model {args.model})",
@@ -437,7 +449,9 @@ def main(args: Args) -> dict[str, Any]:
     for env, result in results.items():
         lines += [
             f"SFT ({env}): {result['sft']['examples']} examples, loss {result['sft']['train_loss']:.3f}, "
-            f"held-out success {100 * result['sft_eval']['success']:.1f}%, score {100 * result['sft_eval']['score']:.1f}.",
+            f"held-out success {100 * result['sft_eval']['success']:.1f}%, score {100 * result['sft_eval']['score']:.1f}; "
+            f"the random agent on the same tasks: {100 * result['random_eval']['success']:.1f}%, "
+            f"score {100 * result['random_eval']['score']:.1f}.",
             "",
             *env_table(args, env, result),
             "",

@@ -27,6 +27,7 @@ def test_smoke_mode_runs_the_whole_pipeline(tmp_path) -> None:
     for env in ("alfworld", "webshop"):
         run = result["envs"][env]
         assert run["sft"]["examples"] > 0 and 0.0 <= run["sft_eval"]["success"] <= 1.0
+        assert 0.0 <= run["random_eval"]["score"] <= 1.0  # the reference the curves are read against
         for estimator in ("gigpo",):
             (seed_run,) = run["runs"][estimator]  # one seed in smoke mode
             assert [p["step"] for p in seed_run["points"]] == [2]  # evaluated after the 2 RL steps
@@ -36,5 +37,6 @@ def test_smoke_mode_runs_the_whole_pipeline(tmp_path) -> None:
     report = (tmp_path / "out" / "result.md").read_text()
     assert "| gigpo |" in report and "all-zero groups" in report
     assert "SFT (alfworld)" in report and "SFT (webshop)" in report
+    assert report.count("the random agent on the same tasks") == 2
     png = tmp_path / "out" / "learning_curves.png"
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

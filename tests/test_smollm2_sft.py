@@ -30,9 +30,9 @@ HAVE_SMOLLM2 = (
 # The expert data: ALFWorld generated train games, one past step in the prompt, <action> tags only.
 TRAJECTORIES = dict(
     env="alfworld", data_dir="generated", split="train", episodes="32", epsilon=0.1, seed=0,
-    history_window=1, action_format="action_tag",
+    history_window=1, action_format="action_tag", expert="walkthrough",
 )  # fmt: skip
-# 32 episodes give 200 expert steps: one epoch at batch 4 is 50 optimizer steps, ~22 s each on
+# 32 walkthrough episodes give 200 expert steps (the search expert's take 482: 45 minutes): one epoch at batch 4 is 50 optimizer steps, ~22 s each on
 # one CPU thread (prompts of 280-510 tokens); 60 episodes (377 steps) would take ~40 minutes.
 SFT = dict(
     num_train_epochs=1,
