@@ -40,3 +40,32 @@ def test_smoke_mode_runs_the_whole_pipeline(tmp_path) -> None:
     assert report.count("the random agent on the same tasks") == 2
     png = tmp_path / "out" / "learning_curves.png"
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def _games_root(cache: str, queue) -> None:
+    import os
+
+    os.environ["AGENTGYM_RL_CACHE"] = cache
+    from benchmarks.bench_learning import alfworld_games
+
+    queue.put(str(alfworld_games(Args(train_games=3, heldout_games=1))))
+
+
+def test_two_benches_at_once_make_the_game_set_once(tmp_path) -> None:
+    # Two bench processes starting together once raced: the second rename hit the first's folder.
+    import multiprocessing
+
+    context = multiprocessing.get_context("spawn")
+    queue = context.Queue()
+    workers = [context.Process(target=_games_root, args=(str(tmp_path), queue)) for _ in range(2)]
+    for worker in workers:
+        worker.start()
+    for worker in workers:
+        worker.join(timeout=600)
+    assert [worker.exitcode for worker in workers] == [0, 0]
+    roots = {queue.get(timeout=5), queue.get(timeout=5)}
+    assert len(roots) == 1
+    (root,) = roots
+    base = tmp_path / "bench-learning"
+    assert [p.name for p in base.iterdir() if p.name.startswith(".games-")] == []  # no scratch left
+    assert len(list((base / root.split("/")[-1] / "train").iterdir())) == 3
