@@ -132,6 +132,9 @@ class Args:
     # Evaluation
     eval_episodes: int = field(default=48, metadata={"help": "Held-out tasks per evaluation."})
     """Held-out tasks per evaluation point (a fixed seeded sample)."""
+    eval_group_size: int = field(default=1, metadata={"help": "Rollouts per held-out task (mean@G)."})
+    """Rollouts per held-out task; success is their mean (mean@G). Above 1 only with ``eval_temperature`` > 0:
+    it averages out the sampling noise of a T = 1 evaluation (48 tasks × 1 at p ≈ 0.1: about 4 points SD)."""
     eval_temperature: float = field(default=0.0, metadata={"help": "Evaluation temperature (0 greedy)."})
     """Evaluation temperature (0: greedy, deterministic)."""
     real_episodes: int = field(default=0, metadata={"help": "Real valid_unseen games per evaluation."})
@@ -263,6 +266,7 @@ def evaluate(
     def board(split: str, data_dir: str | None, episodes: int, name: str) -> dict[str, Any]:
         config = LeaderboardConfig(
             env=env, agent="random" if checkpoint == "random" else f"checkpoint:{checkpoint}", split=split, episodes=str(episodes), data_dir=data_dir,
+            group_size=args.eval_group_size if name == "heldout" else 1,
             max_steps=args.max_env_steps, temperature=args.eval_temperature,
             max_new_tokens=reply_tokens(args, env), batch_size=32, workers=args.env_workers,
             output=str(out / name), resume=False, progress=False,
@@ -270,7 +274,11 @@ def evaluate(
         return run_leaderboard(config, argv=["bench_learning"])["summaries"][env]
 
     summary = board(settings["heldout"], settings["data_dir"], args.eval_episodes, "heldout")
-    point = {"success": summary["mean_success"], "score": summary["mean_score"]}
+    point = {
+        "success": summary["mean_success"],
+        "score": summary["mean_score"],
+        "episodes": summary["episodes"],
+    }
     if env == "alfworld" and args.real_episodes > 0 and find_alfworld_root() is not None:
         real = board("valid_unseen", None, args.real_episodes, "real")
         point["real_success"] = real["mean_success"]
@@ -410,6 +418,12 @@ def plot(args: Args, results: dict[str, Any], path: Path) -> Path | None:
 def main(args: Args) -> dict[str, Any]:
     if args.smoke:
         args = smoke_args(args)
+    if args.eval_group_size < 1:
+        raise ValueError(f"--eval_group_size must be at least 1 (got {args.eval_group_size})")
+    if args.eval_group_size > 1 and args.eval_temperature == 0:
+        raise ValueError(
+            "--eval_group_size > 1 repeats identical greedy episodes; set --eval_temperature > 0"
+        )
     if args.sft_checkpoint and len(args.env) != 1:
         raise ValueError(f"--sft_checkpoint is one env's model; pass a single --env (got {args.env})")
     out = Path(args.output)
@@ -451,7 +465,7 @@ def main(args: Args) -> dict[str, Any]:
         "",
         f"Total {seconds / 60:.1f} min. {args.rl_steps} RL steps of {args.num_tasks} tasks x "
         f"G = {args.group_size}, episodes of at most {args.max_env_steps} steps; evaluation on {args.eval_episodes} "
-        f"held-out tasks at temperature {args.eval_temperature}.",
+        f"held-out tasks × {args.eval_group_size} at temperature {args.eval_temperature}.",
         "",
     ]
     for env, result in results.items():

@@ -21,6 +21,8 @@ def test_smoke_mode_runs_the_whole_pipeline(tmp_path) -> None:
         estimators=["gigpo"],  # one estimator keeps CI short; each has its own trainer test
         smoke=True,
         max_completion_length=16,  # the smoke run's SFT model babbles; short replies keep it fast
+        eval_temperature=1.0,
+        eval_group_size=2,  # two sampled rollouts per held-out task
         output=str(tmp_path / "out"),
     )
     result = main(args)
@@ -28,6 +30,7 @@ def test_smoke_mode_runs_the_whole_pipeline(tmp_path) -> None:
         run = result["envs"][env]
         assert run["sft"]["examples"] > 0 and 0.0 <= run["sft_eval"]["success"] <= 1.0
         assert 0.0 <= run["random_eval"]["score"] <= 1.0  # the reference the curves are read against
+        assert run["sft_eval"]["episodes"] == 2 * 6  # 6 held-out tasks x 2 rollouts
         for estimator in ("gigpo",):
             (seed_run,) = run["runs"][estimator]  # one seed in smoke mode
             assert [p["step"] for p in seed_run["points"]] == [2]  # evaluated after the 2 RL steps
@@ -40,6 +43,16 @@ def test_smoke_mode_runs_the_whole_pipeline(tmp_path) -> None:
     assert report.count("the random agent on the same tasks") == 2
     png = tmp_path / "out" / "learning_curves.png"
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+@pytest.mark.parametrize(
+    ("group_size", "temperature", "message"),
+    [(0, 1.0, "at least 1"), (2, 0.0, "identical greedy episodes")],
+)
+def test_bad_eval_group_size_is_rejected(group_size, temperature, message, tmp_path) -> None:
+    args = Args(eval_group_size=group_size, eval_temperature=temperature, output=str(tmp_path))
+    with pytest.raises(ValueError, match=message):
+        main(args)
 
 
 def _games_root(cache: str, queue) -> None:

@@ -260,7 +260,17 @@ def test_gunicorn_two_workers_serve_concurrent_sessions_without_errors(gunicorn_
     with ThreadPoolExecutor(8) as pool:
         errors = [e for found in pool.map(play, range(0, 80, 10)) for e in found]
     assert errors == []
-    steps = [line.split() for line in log if " POST /api/sessions/" in line and line.rstrip().endswith("200")]
+
+    def logged_steps() -> list[list[str]]:
+        return [
+            line.split() for line in log if " POST /api/sessions/" in line and line.rstrip().endswith("200")
+        ]
+
+    # A worker writes its access line after the reply, and the reader thread copies it later still:
+    # under load the last lines land after the last response (seen: 159 of 160), so wait for them.
+    deadline = time.monotonic() + 10
+    while len(steps := logged_steps()) < 8 * 20 and time.monotonic() < deadline:
+        time.sleep(0.1)
     assert len(steps) == 8 * 20
     assert len({fields[0] for fields in steps}) == 2  # both workers stepped, sessions crossed between them
 
