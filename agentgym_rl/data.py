@@ -23,7 +23,7 @@ import tarfile
 import tempfile
 import urllib.request
 import zipfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 __all__ = [
@@ -77,6 +77,28 @@ def _file_lock(path: Path) -> Iterator[None]:
             yield
         finally:
             fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def build_once(root: Path, is_ready: Callable[[Path], bool], build: Callable[[Path], None]) -> Path:
+    """Make the folder ``root`` once, safe against concurrent processes and crashes.
+
+    Returns at once when ``is_ready(root)``; otherwise, under a file lock beside ``root``,
+    ``build`` fills a fresh scratch folder that is then renamed to ``root``, so a crash
+    never leaves a partial folder and a second process reuses the first one's.
+    """
+    if is_ready(root):
+        return root
+    root.parent.mkdir(parents=True, exist_ok=True)
+    with _file_lock(root.parent / f"{root.name}.lock"):
+        if is_ready(root):
+            return root
+        scratch = Path(tempfile.mkdtemp(dir=root.parent, prefix=f".{root.name}-"))
+        try:
+            build(scratch)
+            os.replace(scratch, root)
+        finally:
+            shutil.rmtree(scratch, ignore_errors=True)
+    return root
 
 
 def _archive_id(archive: Path) -> str:

@@ -22,10 +22,7 @@ For each env (ALFWorld generated games, WebShop generated shop):
 from __future__ import annotations
 
 import json
-import os
-import shutil
 import statistics
-import tempfile
 import time
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
@@ -177,22 +174,14 @@ def model_path(args: Args) -> str:
 def alfworld_games(args: Args) -> Path:
     """A generated game set of ``train_games`` / ``heldout_games`` (valid_unseen: unseen scenes), made once."""
     from agentgym_rl.alfworld.generator import generate_games, version_tag
-    from agentgym_rl.data import _file_lock, cache_root
+    from agentgym_rl.data import build_once, cache_root
 
-    root = cache_root() / "bench-learning" / f"games-{args.train_games}-{args.heldout_games}-{version_tag()}"
-    if (root / "train").is_dir():
-        return root
-    root.parent.mkdir(parents=True, exist_ok=True)
-    with _file_lock(root.parent / f"{root.name}.lock"):  # two benches at once make the set once
-        if (root / "train").is_dir():
-            return root
-        scratch = Path(tempfile.mkdtemp(dir=root.parent, prefix=".games-"))
-        try:
-            generate_games(scratch, counts={"train": args.train_games, "valid_unseen": args.heldout_games})
-            os.replace(scratch, root)
-        finally:
-            shutil.rmtree(scratch, ignore_errors=True)
-    return root
+    counts = {"train": args.train_games, "valid_unseen": args.heldout_games}
+    return build_once(  # two benches started together make the set once
+        cache_root() / "bench-learning" / f"games-{args.train_games}-{args.heldout_games}-{version_tag()}",
+        lambda root: (root / "train").is_dir(),
+        lambda scratch: generate_games(scratch, counts=counts),
+    )
 
 
 def env_settings(args: Args, env: str, data_dir: Path | None) -> dict[str, Any]:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -81,4 +82,4 @@ def test_two_benches_at_once_make_the_game_set_once(tmp_path) -> None:
     (root,) = roots
     base = tmp_path / "bench-learning"
     assert [p.name for p in base.iterdir() if p.name.startswith(".games-")] == []  # no scratch left
-    assert len(list((base / root.split("/")[-1] / "train").iterdir())) == 3
+    assert len(list((Path(root) / "train").iterdir())) == 3

@@ -22,7 +22,6 @@ import json
 import os
 import queue
 import random
-import shutil
 import subprocess
 import sys
 import tempfile
@@ -47,7 +46,7 @@ from agentgym_rl.alfworld.scenes import (
     styles_for,
 )
 from agentgym_rl.alfworld.tasks import GAME_FILE, TASK_TYPES
-from agentgym_rl.data import ALFWORLD_SPLITS, _file_lock, cache_root
+from agentgym_rl.data import ALFWORLD_SPLITS, build_once, cache_root
 
 __all__ = ["DEFAULT_COUNTS", "generate_game", "generate_games", "generated_games_root", "version_tag"]
 
@@ -491,17 +490,8 @@ def generated_games_root() -> Path:
     wait on a file lock; the games are written to a temporary folder renamed into place,
     so a crash never leaves a partial set. Later calls return at once.
     """
-    base = cache_root() / "alfworld-generated"
-    root = base / version_tag()
-    if root.is_dir():
-        return root
-    with _file_lock(base / f"{version_tag()}.lock"):
-        if root.is_dir():
-            return root
-        scratch = Path(tempfile.mkdtemp(dir=base, prefix=f".{version_tag()}-"))
-        try:
-            generate_games(scratch, seed=0)
-            os.replace(scratch, root)
-        finally:
-            shutil.rmtree(scratch, ignore_errors=True)
-    return root
+    return build_once(
+        cache_root() / "alfworld-generated" / version_tag(),
+        Path.is_dir,
+        lambda scratch: generate_games(scratch, seed=0),
+    )
