@@ -84,7 +84,8 @@ def build_once(root: Path, is_ready: Callable[[Path], bool], build: Callable[[Pa
 
     Returns at once when ``is_ready(root)``; otherwise, under a file lock beside ``root``,
     ``build`` fills a fresh scratch folder that is then renamed to ``root``, so a crash
-    never leaves a partial folder and a second process reuses the first one's.
+    never leaves a partial folder and a second process reuses the first one's. A ``root``
+    that exists but is not ready (left by older code or by hand) is replaced.
     """
     if is_ready(root):
         return root
@@ -95,6 +96,8 @@ def build_once(root: Path, is_ready: Callable[[Path], bool], build: Callable[[Pa
         scratch = Path(tempfile.mkdtemp(dir=root.parent, prefix=f".{root.name}-"))
         try:
             build(scratch)
+            if root.exists():
+                shutil.rmtree(root)
             os.replace(scratch, root)
         finally:
             shutil.rmtree(scratch, ignore_errors=True)
@@ -111,28 +114,25 @@ def _archive_id(archive: Path) -> str:
 def extract_archive(archive: Path) -> Path:
     """Extract an ALFWorld ``.tar.xz`` once into the cache; return the ``json_2.1.1`` folder.
 
-    Concurrent processes wait on a file lock; the extraction goes to a temporary
-    folder that is renamed into place, so a crash never leaves a half-extracted tree.
+    Made with :func:`build_once`: concurrent processes wait on a file lock, and a crash never
+    leaves a half-extracted tree.
     """
-    target = cache_root() / "alfworld" / _archive_id(archive)
-    done = target / ALFWORLD_FOLDER
-    if done.is_dir():
-        return done
-    with _file_lock(target.with_suffix(".lock")):
-        if done.is_dir():
-            return done
-        target.mkdir(parents=True, exist_ok=True)
-        scratch = Path(tempfile.mkdtemp(dir=target, prefix=".extract-"))
-        try:
-            with tarfile.open(archive, "r:*") as tar:
-                tar.extractall(scratch, filter="data")
-            found = next((p for p in (scratch / ALFWORLD_FOLDER, scratch) if _has_splits(p)), None)
-            if found is None:
-                raise DataNotFoundError(f"{archive} holds no ALFWorld splits {ALFWORLD_SPLITS}")
-            os.replace(found, done)
-        finally:
-            shutil.rmtree(scratch, ignore_errors=True)
-    return done
+
+    def extract(scratch: Path) -> None:
+        unpacked = scratch / ".archive"
+        with tarfile.open(archive, "r:*") as tar:
+            tar.extractall(unpacked, filter="data")
+        # Archives hold json_2.1.1/ or the splits themselves.
+        found = next((p for p in (unpacked / ALFWORLD_FOLDER, unpacked) if _has_splits(p)), None)
+        if found is None:
+            raise DataNotFoundError(f"{archive} holds no ALFWorld splits {ALFWORLD_SPLITS}")
+        for child in found.iterdir():
+            os.replace(child, scratch / child.name)
+        shutil.rmtree(unpacked)
+
+    return build_once(
+        cache_root() / "alfworld" / _archive_id(archive) / ALFWORLD_FOLDER, Path.is_dir, extract
+    )
 
 
 def _resolve_location(location: Path) -> Path | None:

@@ -7,8 +7,9 @@ For each env (ALFWorld generated games, WebShop generated shop):
 2. for every estimator × seed, ``rl_steps`` StepGRPOTrainer steps from that checkpoint (its KL
    reference is the SFT model), evaluated every ``eval_every`` steps as the leaderboard
    evaluates (``benchmarks.leaderboard``: same prompts, same success/score), on the held-out
-   split and, when ``../shared`` data is present and ``real_episodes`` > 0, on the real
-   ALFWorld ``valid_unseen`` games;
+   split (ALFWorld: games in unseen scenes), optionally on held-out games in the train scenes
+   (``seen_games``, ALFWorld's ``valid_seen``) and, when ``../shared`` data is present and
+   ``real_episodes`` > 0, on the real ALFWorld ``valid_unseen`` games;
 3. a JSON of every point and diagnostic, a Markdown table of mean ± std per estimator at each
    evaluation point (with ``advantages/groups/all_zero_frac``, entropy, KL, clip ratio and
    advantage scale beside it), and a PNG of the curves with ±std bands.
@@ -68,6 +69,10 @@ class Args:
     """ALFWorld generated train games (the SFT data and RL tasks)."""
     heldout_games: int = field(default=48, metadata={"help": "ALFWorld generated held-out games."})
     """ALFWorld generated held-out games (unseen scenes; the evaluation split)."""
+    seen_games: int = field(default=0, metadata={"help": "ALFWorld generated valid_seen games (0: none)."})
+    """ALFWorld generated held-out games in the train scenes (``valid_seen``), each evaluated like the held-out
+    split (``eval_episodes`` × ``eval_group_size``) at every point; 0 skips them. Other games than the train
+    split's, in rooms the policy trained in: RL's gains on its train distribution show here first."""
     num_products: int = field(default=500, metadata={"help": "WebShop generated catalogue size."})
     """WebShop generated catalogue size (its train goals teach, its test goals evaluate)."""
     expert_episodes: int = field(default=720, metadata={"help": "Expert episodes per env."})
@@ -150,6 +155,7 @@ def smoke_args(args: Args) -> Args:
     """The smoke mode's sizes."""
     return replace(
         args, seeds=args.seeds[:1], rl_steps=2, eval_every=2, train_games=12, heldout_games=6,
+        seen_games=min(args.seen_games, 6),
         expert_episodes=24,  # num_products stays: below ~400 products the train split has no goals
         sft_epochs=1.0, num_tasks=2, group_size=2,
         max_env_steps=6, eval_episodes=6, real_episodes=min(args.real_episodes, 2),
@@ -172,13 +178,17 @@ def model_path(args: Args) -> str:
 
 
 def alfworld_games(args: Args) -> Path:
-    """A generated game set of ``train_games`` / ``heldout_games`` (valid_unseen: unseen scenes), made once."""
+    """A generated game set of ``train_games`` / ``heldout_games`` (valid_unseen: unseen scenes) and
+    ``seen_games`` (valid_seen), made once; each game depends only on its split and index."""
     from agentgym_rl.alfworld.generator import generate_games, version_tag
     from agentgym_rl.data import build_once, cache_root
 
-    counts = {"train": args.train_games, "valid_unseen": args.heldout_games}
+    counts = {"train": args.train_games, "valid_unseen": args.heldout_games, "valid_seen": args.seen_games}
+    seen = f"-{args.seen_games}seen" if args.seen_games else ""  # older sets (no valid_seen) keep their name
     return build_once(  # two benches started together make the set once
-        cache_root() / "bench-learning" / f"games-{args.train_games}-{args.heldout_games}-{version_tag()}",
+        cache_root()
+        / "bench-learning"
+        / f"games-{args.train_games}-{args.heldout_games}{seen}-{version_tag()}",
         lambda root: (root / "train").is_dir(),
         lambda scratch: generate_games(scratch, counts=counts),
     )
@@ -255,7 +265,7 @@ def evaluate(
     def board(split: str, data_dir: str | None, episodes: int, name: str) -> dict[str, Any]:
         config = LeaderboardConfig(
             env=env, agent="random" if checkpoint == "random" else f"checkpoint:{checkpoint}", split=split, episodes=str(episodes), data_dir=data_dir,
-            group_size=args.eval_group_size if name == "heldout" else 1,
+            group_size=1 if name == "real" else args.eval_group_size,
             max_steps=args.max_env_steps, temperature=args.eval_temperature,
             max_new_tokens=reply_tokens(args, env), batch_size=32, workers=args.env_workers,
             output=str(out / name), resume=False, progress=False,
@@ -268,6 +278,9 @@ def evaluate(
         "score": summary["mean_score"],
         "episodes": summary["episodes"],
     }
+    if env == "alfworld" and args.seen_games > 0:
+        seen = board("valid_seen", settings["data_dir"], min(args.eval_episodes, args.seen_games), "seen")
+        point["seen_success"] = seen["mean_success"]
     if env == "alfworld" and args.real_episodes > 0 and find_alfworld_root() is not None:
         real = board("valid_unseen", None, args.real_episodes, "real")
         point["real_success"] = real["mean_success"]
@@ -350,14 +363,20 @@ def env_table(args: Args, env: str, result: dict[str, Any]) -> list[str]:
         ]  # fmt: skip
         cells += diag + [_mean_std([run["seconds"] for run in runs], 0, 1.0)]
         lines.append("| " + " | ".join(cells) + " |")
-    if any("real_success" in p for runs in result["runs"].values() for run in runs for p in run["points"]):
-        lines += ["", f"Real ALFWorld valid_unseen ({args.real_episodes} games) success (%):", ""]
+    titles = {
+        "seen_success": f"Held-out games in the train scenes (generated valid_seen, {min(args.eval_episodes, args.seen_games)} "
+        f"games × {args.eval_group_size}) success (%):",
+        "real_success": f"Real ALFWorld valid_unseen ({args.real_episodes} games) success (%):",
+    }  # fmt: skip
+    for key, title in titles.items():
+        if not any(key in p for runs in result["runs"].values() for run in runs for p in run["points"]):
+            continue
+        lines += ["", title, ""]
         for estimator, runs in result["runs"].items():
             cells = [
-                _mean_std([p["real_success"] for run in runs for p in run["points"] if p["step"] == s])
-                for s in steps
+                _mean_std([p[key] for run in runs for p in run["points"] if p["step"] == s]) for s in steps
             ]
-            lines.append(f"- {estimator}: SFT {100 * result['sft_eval'].get('real_success', float('nan')):.1f}; " + "; ".join(f"step {s}: {c}" for s, c in zip(steps, cells, strict=True)))  # fmt: skip
+            lines.append(f"- {estimator}: SFT {100 * result['sft_eval'].get(key, float('nan')):.1f}; " + "; ".join(f"step {s}: {c}" for s, c in zip(steps, cells, strict=True)))  # fmt: skip
     return lines
 
 
@@ -375,20 +394,30 @@ def plot(args: Args, results: dict[str, Any], path: Path) -> Path | None:
         measure = "success" if env == "alfworld" else "score"
         for estimator, runs in result["runs"].items():
             steps = [0] + sorted({p["step"] for run in runs for p in run["points"]})
-            mean, std = [], []
-            for step in steps:
-                values = [result["sft_eval"][measure]] if step == 0 else [
-                    p[measure] for run in runs for p in run["points"] if p["step"] == step
-                ]  # fmt: skip
-                mean.append(100 * statistics.fmean(values))
-                std.append(100 * (statistics.stdev(values) if len(values) > 1 else 0.0))
-            ax.plot(steps, mean, marker="o", label=estimator)
-            ax.fill_between(
-                steps,
-                [m - s for m, s in zip(mean, std, strict=True)],
-                [m + s for m, s in zip(mean, std, strict=True)],
-                alpha=0.15,
-            )
+            color = None
+            # The held-out split solid; the train scenes' held-out games (when evaluated) dashed, same colour.
+            for key, style, label in (
+                (measure, "-", estimator),
+                ("seen_success", "--", f"{estimator}, seen scenes"),
+            ):
+                if key not in result["sft_eval"]:
+                    continue
+                mean, std = [], []
+                for step in steps:
+                    values = [result["sft_eval"][key]] if step == 0 else [
+                        p[key] for run in runs for p in run["points"] if p["step"] == step
+                    ]  # fmt: skip
+                    mean.append(100 * statistics.fmean(values))
+                    std.append(100 * (statistics.stdev(values) if len(values) > 1 else 0.0))
+                (line,) = ax.plot(steps, mean, style, marker="o", label=label, color=color)
+                color = line.get_color()
+                ax.fill_between(
+                    steps,
+                    [m - s for m, s in zip(mean, std, strict=True)],
+                    [m + s for m, s in zip(mean, std, strict=True)],
+                    alpha=0.15,
+                    color=color,
+                )
         if "random_eval" in result:  # results of older runs lack it
             ax.axhline(
                 100 * result["random_eval"][measure], color="grey", linestyle="--", label="random agent"
@@ -413,6 +442,8 @@ def main(args: Args) -> dict[str, Any]:
         raise ValueError(
             "--eval_group_size > 1 repeats identical greedy episodes; set --eval_temperature > 0"
         )
+    if args.seen_games < 0:
+        raise ValueError(f"--seen_games must be 0 (none) or more (got {args.seen_games})")
     if args.sft_checkpoint and len(args.env) != 1:
         raise ValueError(f"--sft_checkpoint is one env's model; pass a single --env (got {args.env})")
     out = Path(args.output)
@@ -436,6 +467,7 @@ def main(args: Args) -> dict[str, Any]:
         print(
             f"[{env}] after SFT: held-out success {100 * sft_eval['success']:.1f}%, score {100 * sft_eval['score']:.1f} "
             f"(random agent: {100 * random_eval['success']:.1f}%, {100 * random_eval['score']:.1f})"
+            + (f"; seen scenes {100 * sft_eval['seen_success']:.1f}%" if "seen_success" in sft_eval else "")
         )
         runs: dict[str, list[dict[str, Any]]] = {}
         for estimator in args.estimators:

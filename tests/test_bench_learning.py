@@ -24,6 +24,7 @@ def test_smoke_mode_runs_the_whole_pipeline(tmp_path) -> None:
         max_completion_length=16,  # the smoke run's SFT model babbles; short replies keep it fast
         eval_temperature=1.0,
         eval_group_size=2,  # two sampled rollouts per held-out task
+        seen_games=3,  # and held-out games in the train scenes (ALFWorld valid_seen)
         output=str(tmp_path / "out"),
     )
     result = main(args)
@@ -32,15 +33,18 @@ def test_smoke_mode_runs_the_whole_pipeline(tmp_path) -> None:
         assert run["sft"]["examples"] > 0 and 0.0 <= run["sft_eval"]["success"] <= 1.0
         assert 0.0 <= run["random_eval"]["score"] <= 1.0  # the reference the curves are read against
         assert run["sft_eval"]["episodes"] == 2 * 6  # 6 held-out tasks x 2 rollouts
+        assert ("seen_success" in run["sft_eval"]) == (env == "alfworld")  # WebShop has no scenes
         for estimator in ("gigpo",):
             (seed_run,) = run["runs"][estimator]  # one seed in smoke mode
             assert [p["step"] for p in seed_run["points"]] == [2]  # evaluated after the 2 RL steps
+            assert ("seen_success" in seed_run["points"][0]) == (env == "alfworld")
             assert len(seed_run["diagnostics"]["all_zero"]) == 2  # one logged training step each
     saved = json.loads((tmp_path / "out" / "result.json").read_text())
     assert saved["args"]["rl_steps"] == 2
     report = (tmp_path / "out" / "result.md").read_text()
     assert "| gigpo |" in report and "all-zero groups" in report
     assert "SFT (alfworld)" in report and "SFT (webshop)" in report
+    assert "Held-out games in the train scenes (generated valid_seen, 3 games × 2)" in report
     assert report.count("the random agent on the same tasks") == 2
     png = tmp_path / "out" / "learning_curves.png"
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
@@ -53,6 +57,12 @@ def test_smoke_mode_runs_the_whole_pipeline(tmp_path) -> None:
 def test_bad_eval_group_size_is_rejected(group_size, temperature, message, tmp_path) -> None:
     args = Args(eval_group_size=group_size, eval_temperature=temperature, output=str(tmp_path))
     with pytest.raises(ValueError, match=message):
+        main(args)
+
+
+def test_negative_seen_games_is_rejected(tmp_path) -> None:
+    args = Args(seen_games=-1, output=str(tmp_path))
+    with pytest.raises(ValueError, match="--seen_games must be 0"):
         main(args)
 
 

@@ -26,8 +26,6 @@ from __future__ import annotations
 import base64
 import importlib.util
 import os
-import shutil
-import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -568,28 +566,18 @@ def tiny_qwen2_path(
     Returns:
         The model folder, ready for ``from_pretrained``.
     """
-    from agentgym_rl.data import _file_lock, cache_root
+    from agentgym_rl.data import build_once, cache_root
 
     parent = Path(cache_dir) if cache_dir is not None else cache_root() / "models"
     size = ("" if hidden_size == 64 else f"h{hidden_size}-") + ("" if num_layers == 2 else f"l{num_layers}-")
     name = "tiny-qwen2-" + ("" if tokenizer == "bpe" else f"{tokenizer}-") + size + TINY_QWEN2_VERSION
-    target = parent / name
-    if (target / "config.json").is_file():
-        return target
-    with _file_lock(parent / f"{name}.lock"):
-        if (target / "config.json").is_file():
-            return target
-        scratch = Path(tempfile.mkdtemp(dir=parent, prefix=f".{name}-"))
-        try:
-            build_tiny_qwen2(
-                scratch / name, tokenizer=tokenizer, hidden_size=hidden_size, num_layers=num_layers
-            )
-            if target.exists():  # a leftover without config.json
-                shutil.rmtree(target)
-            os.replace(scratch / name, target)
-        finally:
-            shutil.rmtree(scratch, ignore_errors=True)
-    return target
+    return build_once(
+        parent / name,
+        lambda target: (target / "config.json").is_file(),
+        lambda scratch: build_tiny_qwen2(
+            scratch, tokenizer=tokenizer, hidden_size=hidden_size, num_layers=num_layers
+        ),
+    )
 
 
 # --------------------------------------------------------------------------------------------
