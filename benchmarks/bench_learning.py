@@ -422,7 +422,9 @@ def plot(args: Args, results: dict[str, Any], path: Path) -> Path | None:
             ax.axhline(
                 100 * result["random_eval"][measure], color="grey", linestyle="--", label="random agent"
             )
-        ax.set_title(f"{env}: held-out {measure}, SFT then RL ({len(args.seeds)} seeds)")
+        ax.set_title(
+            f"{env}: held-out {measure}, SFT then RL ({len(args.seeds)} seed{'s' if len(args.seeds) != 1 else ''})"
+        )
         ax.set_xlabel("RL step")
         ax.set_ylabel(f"{measure} (%)")
         ax.grid(alpha=0.3)
