@@ -162,6 +162,11 @@ def smoke_args(args: Args) -> Args:
     )  # fmt: skip
 
 
+def seen_episodes(args: Args) -> int:
+    """The ``valid_seen`` games each evaluation point plays (0: none)."""
+    return min(args.eval_episodes, args.seen_games)
+
+
 def reply_tokens(args: Args, env: str) -> int:
     """The reply length of ``env``'s rollouts and evaluations (see ``Args.max_completion_length``)."""
     if args.max_completion_length is not None:
@@ -279,7 +284,7 @@ def evaluate(
         "episodes": summary["episodes"],
     }
     if env == "alfworld" and args.seen_games > 0:
-        seen = board("valid_seen", settings["data_dir"], min(args.eval_episodes, args.seen_games), "seen")
+        seen = board("valid_seen", settings["data_dir"], seen_episodes(args), "seen")
         point["seen_success"] = seen["mean_success"]
     if env == "alfworld" and args.real_episodes > 0 and find_alfworld_root() is not None:
         real = board("valid_unseen", None, args.real_episodes, "real")
@@ -364,7 +369,7 @@ def env_table(args: Args, env: str, result: dict[str, Any]) -> list[str]:
         cells += diag + [_mean_std([run["seconds"] for run in runs], 0, 1.0)]
         lines.append("| " + " | ".join(cells) + " |")
     titles = {
-        "seen_success": f"Held-out games in the train scenes (generated valid_seen, {min(args.eval_episodes, args.seen_games)} "
+        "seen_success": f"Held-out games in the train scenes (generated valid_seen, {seen_episodes(args)} "
         f"games × {args.eval_group_size}) success (%):",
         "real_success": f"Real ALFWorld valid_unseen ({args.real_episodes} games) success (%):",
     }  # fmt: skip
