@@ -22,7 +22,9 @@ For each env (ALFWorld generated games, WebShop generated shop):
 
 from __future__ import annotations
 
+import hashlib
 import json
+import os
 import statistics
 import time
 from dataclasses import asdict, dataclass, field, replace
@@ -32,6 +34,12 @@ from typing import Any
 from benchmarks.report import run_cli, write_result
 
 ESTIMATORS = ["grpo", "gigpo", "progpo_c", "progpo_r", "3spo"]
+#: The fields an SFT checkpoint depends on: a rerun with the same values reuses it.
+SFT_RECIPE = (
+    "model", "tiny_hidden_size", "tiny_layers", "train_games", "heldout_games", "num_products",
+    "expert_episodes", "expert", "epsilon", "sft_epochs", "sft_learning_rate", "sft_completion_only_loss",
+    "action_format", "history_window",
+)  # fmt: skip
 #: Trainer log keys shown beside the curves (TRL's names and ours).
 DIAGNOSTICS = {
     "all_zero": "advantages/groups/all_zero_frac",
@@ -217,11 +225,7 @@ def clone_expert(args: Args, env: str, settings: dict[str, Any], work: Path) -> 
 
     sft_dir = work / env / "sft"
     # What the checkpoint depends on: a rerun with the same values reuses it, other values redo it.
-    recipe = {
-        name: getattr(args, name)
-        for name in ("model", "tiny_hidden_size", "tiny_layers", "train_games", "heldout_games", "num_products",
-                     "expert_episodes", "expert", "epsilon", "sft_epochs", "sft_learning_rate", "sft_completion_only_loss", "action_format", "history_window")
-    }  # fmt: skip
+    recipe = {name: getattr(args, name) for name in SFT_RECIPE}
     summary_file = sft_dir / "sft_summary.json"
     if summary_file.is_file() and json.loads(summary_file.read_text()).get("recipe") == recipe:
         return sft_dir, json.loads(summary_file.read_text())
@@ -292,6 +296,47 @@ def evaluate(
     return point
 
 
+def start_evaluations(
+    args: Args, env: str, settings: dict[str, Any], sft_dir: Path, work: Path
+) -> tuple[dict[str, float], dict[str, float]]:
+    """The random agent's and the SFT checkpoint's held-out evaluations: the curves' reference and step 0.
+
+    Both are seeded, so one checkpoint under one set of evaluation settings gives one answer. They
+    are kept beside the checkpoint (``bench_evals/``) and reused: runs started apart from one
+    ``--sft_checkpoint`` (an estimator or a seed per process, side by side) evaluate the start once.
+    A retrained checkpoint writes a new ``sft_summary.json`` (its time differs), so it gets new keys.
+    """
+    from agentgym_rl.data import find_alfworld_root
+
+    summary = sft_dir / "sft_summary.json"
+    identity = {
+        "env": env, "heldout": settings["heldout"], "data_dir": settings["data_dir"],
+        "episodes": args.eval_episodes, "group_size": args.eval_group_size,
+        "temperature": args.eval_temperature, "max_env_steps": args.max_env_steps,
+        "reply_tokens": reply_tokens(args, env), "seen_games": args.seen_games,
+        "real_episodes": args.real_episodes, "real_root": str(find_alfworld_root()),
+        "workers": args.env_workers, "sft": summary.read_text() if summary.is_file() else None,
+    }  # fmt: skip
+    key = hashlib.sha256(json.dumps(identity, sort_keys=True).encode()).hexdigest()[:16]
+    evals = []
+    for agent, board in (("random", work / env / "random-board"), ("sft", work / env / "sft-board")):
+        cached = sft_dir / "bench_evals" / f"{agent}-{key}.json"
+        if cached.is_file():
+            evals.append(json.loads(cached.read_text()))
+            print(f"[{env}] {agent} evaluation reused from {cached}")
+            continue
+        point = evaluate(args, env, settings, "random" if agent == "random" else sft_dir, board)
+        try:  # a read-only checkpoint folder only loses the reuse
+            cached.parent.mkdir(exist_ok=True)
+            scratch = cached.with_suffix(f".{os.getpid()}.tmp")
+            scratch.write_text(json.dumps(point))
+            os.replace(scratch, cached)  # two runs started together both write the same answer
+        except OSError:
+            pass
+        evals.append(point)
+    return evals[0], evals[1]
+
+
 def rl_run(
     args: Args, env: str, settings: dict[str, Any], sft_dir: Path, estimator: str, seed: int, work: Path
 ) -> dict[str, Any]:
@@ -335,7 +380,12 @@ def rl_run(
     diagnostics = {
         name: [entry.get(key, float("nan")) for entry in logs] for name, key in DIAGNOSTICS.items()
     }
-    return {"points": points, "diagnostics": diagnostics, "seconds": time.perf_counter() - start}
+    return {
+        "seed": seed,
+        "points": points,
+        "diagnostics": diagnostics,
+        "seconds": time.perf_counter() - start,
+    }
 
 
 def _mean_std(values: list[float], digits: int = 1, scale: float = 100.0) -> str:
@@ -351,15 +401,18 @@ def env_table(args: Args, env: str, result: dict[str, Any]) -> list[str]:
     measure = "success" if env == "alfworld" else "score"
     steps = sorted({p["step"] for runs in result["runs"].values() for run in runs for p in run["points"]})
     header = ["estimator", "step 0 (SFT)", *[f"step {s}" for s in steps]]
+    seeds = sorted({run.get("seed", -1) for runs in result["runs"].values() for run in runs})
     lines = [
-        f"### {env}: held-out {measure} (%), mean ± std over seeds {args.seeds}",
+        f"### {env}: held-out {measure} (%), mean ± std over seeds {seeds if -1 not in seeds else args.seeds}",
         "",
         "| " + " | ".join(header) + " | all-zero groups | entropy | KL | clip | mean abs(adv) | seconds |",
         "|" + "---|" * (len(header) + 6),
     ]
     sft = result["sft_eval"][measure]
     for estimator, runs in result["runs"].items():
-        cells = [estimator, f"{100 * sft:.1f}"]
+        own = sorted(run.get("seed", -1) for run in runs)  # results of older runs lack the seed
+        name = estimator if -1 in own or own == seeds else f"{estimator} (seeds {', '.join(map(str, own))})"
+        cells = [name, f"{100 * sft:.1f}"]
         for step in steps:
             cells.append(_mean_std([p[measure] for run in runs for p in run["points"] if p["step"] == step]))
         diag = [
@@ -440,6 +493,34 @@ def plot(args: Args, results: dict[str, Any], path: Path) -> Path | None:
     return path
 
 
+def learning_report(args: Args, results: dict[str, Any], timing: str) -> str:
+    """The Markdown report of ``results`` (per env: SFT, its evaluations, the RL runs), with the PNG
+    of the curves written to ``args.output``; ``timing`` opens its summary line."""
+    out = Path(args.output)
+    lines = [
+        f"# Learning: SFT warm start, then step-level RL (model {args.model})",
+        "",
+        f"{timing} {args.rl_steps} RL steps of {args.num_tasks} tasks x "
+        f"G = {args.group_size}, episodes of at most {args.max_env_steps} steps; evaluation on {args.eval_episodes} "
+        f"held-out tasks × {args.eval_group_size} at temperature {args.eval_temperature}.",
+        "",
+    ]
+    for env, result in results.items():
+        lines += [
+            f"SFT ({env}): {result['sft']['examples']} examples, loss {result['sft']['train_loss']:.3f}, "
+            f"held-out success {100 * result['sft_eval']['success']:.1f}%, score {100 * result['sft_eval']['score']:.1f}; "
+            f"the random agent on the same tasks: {100 * result['random_eval']['success']:.1f}%, "
+            f"score {100 * result['random_eval']['score']:.1f}.",
+            "",
+            *env_table(args, env, result),
+            "",
+        ]
+    png = plot(args, results, out.mkdir(parents=True, exist_ok=True) or out / "learning_curves.png")
+    if png is not None:
+        lines.append(f"![learning curves]({png.name})")
+    return "\n".join(lines)  # write_result adds the machine, commit and command as its last line
+
+
 def main(args: Args) -> dict[str, Any]:
     if args.smoke:
         args = smoke_args(args)
@@ -469,8 +550,7 @@ def main(args: Args) -> dict[str, Any]:
             sft_summary = json.loads((sft_dir / "sft_summary.json").read_text())
         else:
             sft_dir, sft_summary = clone_expert(args, env, settings, work)
-        random_eval = evaluate(args, env, settings, "random", work / env / "random-board")
-        sft_eval = evaluate(args, env, settings, sft_dir, work / env / "sft-board")
+        random_eval, sft_eval = start_evaluations(args, env, settings, sft_dir, work)
         print(
             f"[{env}] after SFT: held-out success {100 * sft_eval['success']:.1f}%, score {100 * sft_eval['score']:.1f} "
             f"(random agent: {100 * random_eval['success']:.1f}%, {100 * random_eval['score']:.1f})"
@@ -488,28 +568,7 @@ def main(args: Args) -> dict[str, Any]:
                 )
         results[env] = {"sft": sft_summary, "sft_eval": sft_eval, "random_eval": random_eval, "runs": runs}
     seconds = time.perf_counter() - started
-    lines = [
-        f"# Learning: SFT warm start, then step-level RL (model {args.model})",
-        "",
-        f"Total {seconds / 60:.1f} min. {args.rl_steps} RL steps of {args.num_tasks} tasks x "
-        f"G = {args.group_size}, episodes of at most {args.max_env_steps} steps; evaluation on {args.eval_episodes} "
-        f"held-out tasks × {args.eval_group_size} at temperature {args.eval_temperature}.",
-        "",
-    ]
-    for env, result in results.items():
-        lines += [
-            f"SFT ({env}): {result['sft']['examples']} examples, loss {result['sft']['train_loss']:.3f}, "
-            f"held-out success {100 * result['sft_eval']['success']:.1f}%, score {100 * result['sft_eval']['score']:.1f}; "
-            f"the random agent on the same tasks: {100 * result['random_eval']['success']:.1f}%, "
-            f"score {100 * result['random_eval']['score']:.1f}.",
-            "",
-            *env_table(args, env, result),
-            "",
-        ]
-    png = plot(args, results, out.mkdir(parents=True, exist_ok=True) or out / "learning_curves.png")
-    if png is not None:
-        lines.append(f"![learning curves]({png.name})")
-    report = "\n".join(lines)  # write_result adds the machine, commit and command as its last line
+    report = learning_report(args, results, f"Total {seconds / 60:.1f} min.")
     print(report)
     return write_result(args, {"args": asdict(args), "seconds": seconds, "envs": results}, report)
 
