@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import statistics
 import time
 from dataclasses import asdict, dataclass, field, replace
@@ -297,25 +296,25 @@ def evaluate(
 
 
 def start_evaluations(
-    args: Args, env: str, settings: dict[str, Any], sft_dir: Path, work: Path
+    args: Args, env: str, settings: dict[str, Any], sft_dir: Path, sft_summary: dict[str, Any], work: Path
 ) -> tuple[dict[str, float], dict[str, float]]:
     """The random agent's and the SFT checkpoint's held-out evaluations: the curves' reference and step 0.
 
     Both are seeded, so one checkpoint under one set of evaluation settings gives one answer. They
     are kept beside the checkpoint (``bench_evals/``) and reused: runs started apart from one
     ``--sft_checkpoint`` (an estimator or a seed per process, side by side) evaluate the start once.
-    A retrained checkpoint writes a new ``sft_summary.json`` (its time differs), so it gets new keys.
+    A retrained checkpoint has a new ``sft_summary`` (its time differs), so it gets new keys.
     """
     from agentgym_rl.data import find_alfworld_root
+    from benchmarks.leaderboard.results import atomic_write_text
 
-    summary = sft_dir / "sft_summary.json"
     identity = {
         "env": env, "heldout": settings["heldout"], "data_dir": settings["data_dir"],
         "episodes": args.eval_episodes, "group_size": args.eval_group_size,
         "temperature": args.eval_temperature, "max_env_steps": args.max_env_steps,
         "reply_tokens": reply_tokens(args, env), "seen_games": args.seen_games,
         "real_episodes": args.real_episodes, "real_root": str(find_alfworld_root()),
-        "workers": args.env_workers, "sft": summary.read_text() if summary.is_file() else None,
+        "workers": args.env_workers, "sft": sft_summary,
     }  # fmt: skip
     key = hashlib.sha256(json.dumps(identity, sort_keys=True).encode()).hexdigest()[:16]
     evals = []
@@ -326,11 +325,8 @@ def start_evaluations(
             print(f"[{env}] {agent} evaluation reused from {cached}")
             continue
         point = evaluate(args, env, settings, "random" if agent == "random" else sft_dir, board)
-        try:  # a read-only checkpoint folder only loses the reuse
-            cached.parent.mkdir(exist_ok=True)
-            scratch = cached.with_suffix(f".{os.getpid()}.tmp")
-            scratch.write_text(json.dumps(point))
-            os.replace(scratch, cached)  # two runs started together both write the same answer
+        try:  # two runs started together both write the same answer; a read-only folder only loses the reuse
+            atomic_write_text(cached, json.dumps(point))
         except OSError:
             pass
         evals.append(point)
@@ -550,7 +546,7 @@ def main(args: Args) -> dict[str, Any]:
             sft_summary = json.loads((sft_dir / "sft_summary.json").read_text())
         else:
             sft_dir, sft_summary = clone_expert(args, env, settings, work)
-        random_eval, sft_eval = start_evaluations(args, env, settings, sft_dir, work)
+        random_eval, sft_eval = start_evaluations(args, env, settings, sft_dir, sft_summary, work)
         print(
             f"[{env}] after SFT: held-out success {100 * sft_eval['success']:.1f}%, score {100 * sft_eval['score']:.1f} "
             f"(random agent: {100 * random_eval['success']:.1f}%, {100 * random_eval['score']:.1f})"

@@ -70,10 +70,10 @@ def merge_results(results: list[dict[str, Any]], names: list[str]) -> tuple[Lear
         raise ValueError("nothing to merge: give --runs DIR [DIR ...]")
     base = results[0]["args"]
     known = {f.name for f in fields(LearningArgs)}
+    measured = {k: v for k, v in base.items() if k not in MAY_DIFFER}
     envs: dict[str, Any] = {}
     for result, name in zip(results, names, strict=True):
-        settings = {k: v for k, v in result["args"].items() if k not in MAY_DIFFER}
-        differ = _differences({k: v for k, v in base.items() if k not in MAY_DIFFER}, settings)
+        differ = _differences(measured, {k: v for k, v in result["args"].items() if k not in MAY_DIFFER})
         if differ:
             raise ValueError(f"{name} was run with other settings than {names[0]}: {', '.join(differ)}")
         for env, run in result["envs"].items():

@@ -125,13 +125,12 @@ def test_the_sft_start_is_evaluated_once_per_checkpoint(tmp_path, monkeypatch) -
     monkeypatch.setattr(bench_learning, "evaluate", evaluate)
     sft = tmp_path / "sft"
     sft.mkdir()
-    (sft / "sft_summary.json").write_text(json.dumps(SFT))
     args = LearningArgs(eval_group_size=2, eval_temperature=1.0)
     settings = bench_learning.env_settings(args, "alfworld", tmp_path / "games")
 
-    def start(work: str, **changes):
+    def start(work: str, summary: dict = SFT, **changes):
         return bench_learning.start_evaluations(
-            LearningArgs(**{**asdict(args), **changes}), "alfworld", settings, sft, tmp_path / work
+            LearningArgs(**{**asdict(args), **changes}), "alfworld", settings, sft, summary, tmp_path / work
         )
 
     first = start("a")
@@ -139,6 +138,5 @@ def test_the_sft_start_is_evaluated_once_per_checkpoint(tmp_path, monkeypatch) -
     assert calls == ["random", str(sft)]  # the second run reused both
     start("c", eval_group_size=4)  # other evaluation settings: evaluated anew
     assert len(calls) == 4
-    (sft / "sft_summary.json").write_text(json.dumps({**SFT, "seconds": 13.0}))  # retrained in place
-    start("d")
+    start("d", summary={**SFT, "seconds": 13.0})  # retrained in place
     assert len(calls) == 6
