@@ -80,6 +80,12 @@ class Args:
     """ALFWorld generated held-out games in the train scenes (``valid_seen``), each evaluated like the held-out
     split (``eval_episodes`` × ``eval_group_size``) at every point; 0 skips them. Other games than the train
     split's, in rooms the policy trained in: RL's gains on its train distribution show here first."""
+    task_types: list[str] = field(
+        default_factory=list, metadata={"help": "ALFWorld generated games' task types (none given: all six)."}
+    )
+    """Task types the generated ALFWorld games cycle through (e.g. ``pick_and_place_simple``
+    ``look_at_obj_in_light``, the two without a state change); all six when empty. A set of other
+    types gets a folder of its own and a checkpoint of its own."""
     num_products: int = field(default=500, metadata={"help": "WebShop generated catalogue size."})
     """WebShop generated catalogue size (its train goals teach, its test goals evaluate)."""
     expert_episodes: int = field(default=720, metadata={"help": "Expert episodes per env."})
@@ -193,16 +199,18 @@ def alfworld_games(args: Args) -> Path:
     """A generated game set of ``train_games`` / ``heldout_games`` (valid_unseen: unseen scenes) and
     ``seen_games`` (valid_seen), made once; each game depends only on its split and index."""
     from agentgym_rl.alfworld.generator import generate_games, version_tag
+    from agentgym_rl.alfworld.tasks import TASK_TYPES
     from agentgym_rl.data import build_once, cache_root
 
     counts = {"train": args.train_games, "valid_unseen": args.heldout_games, "valid_seen": args.seen_games}
     seen = f"-{args.seen_games}seen" if args.seen_games else ""  # older sets (no valid_seen) keep their name
+    types = "".join(f"-{t}" for t in args.task_types)  # all six: no suffix
     return build_once(  # two benches started together make the set once
         cache_root()
         / "bench-learning"
-        / f"games-{args.train_games}-{args.heldout_games}{seen}-{version_tag()}",
+        / f"games-{args.train_games}-{args.heldout_games}{seen}{types}-{version_tag()}",
         lambda root: (root / "train").is_dir(),
-        lambda scratch: generate_games(scratch, counts=counts),
+        lambda scratch: generate_games(scratch, counts=counts, task_types=args.task_types or TASK_TYPES),
     )
 
 
@@ -225,6 +233,8 @@ def clone_expert(args: Args, env: str, settings: dict[str, Any], work: Path) -> 
     sft_dir = work / env / "sft"
     # What the checkpoint depends on: a rerun with the same values reuses it, other values redo it.
     recipe = {name: getattr(args, name) for name in SFT_RECIPE}
+    if args.task_types:  # (older checkpoints, made on all six, keep their recipe)
+        recipe["task_types"] = args.task_types
     summary_file = sft_dir / "sft_summary.json"
     if summary_file.is_file() and json.loads(summary_file.read_text()).get("recipe") == recipe:
         return sft_dir, json.loads(summary_file.read_text())
@@ -255,7 +265,8 @@ def clone_expert(args: Args, env: str, settings: dict[str, Any], work: Path) -> 
     summary = run_sft(model_path(args), str(data), config)
     summary.update(seconds=time.perf_counter() - start, recipe=recipe)
     summary_file.write_text(json.dumps(summary, indent=1))
-    return sft_dir, summary
+    # As read back: later runs given --sft_checkpoint read the file, and key their reuse on it.
+    return sft_dir, json.loads(summary_file.read_text())
 
 
 def evaluate(

@@ -57,7 +57,13 @@ def load_run(path: str) -> dict[str, Any]:
 
 
 def _differences(first: dict[str, Any], other: dict[str, Any]) -> list[str]:
-    return sorted(k for k in first.keys() | other.keys() if first.get(k) != other.get(k))
+    # A setting added after a run was made counts as its default there.
+    defaults = {name: value for name, value in asdict(LearningArgs()).items() if name not in MAY_DIFFER}
+    return sorted(
+        k
+        for k in first.keys() | other.keys()
+        if first.get(k, defaults.get(k)) != other.get(k, defaults.get(k))
+    )
 
 
 def merge_results(results: list[dict[str, Any]], names: list[str]) -> tuple[LearningArgs, dict[str, Any]]:

@@ -90,6 +90,16 @@ def test_same_seed_same_bytes_and_other_seed_differs(tmp_path, root):
     assert len(other) == 2 and not set(other) & set(first)
 
 
+def test_task_types_pick_which_types_the_games_cycle_through(tmp_path):
+    types = ["look_at_obj_in_light", "pick_and_place_simple"]
+    games = _files(generate_games(tmp_path / "a", counts={"train": 4}, task_types=types))
+    assert sorted(name.split("/")[1].split("-")[0] for name in games) == sorted(types * 2)
+    with pytest.raises(ValueError, match="unknown task types \\['pick_up'\\]"):
+        generate_games(tmp_path / "b", counts={"train": 1}, task_types=["pick_up"])
+    with pytest.raises(ValueError, match="none given"):
+        generate_games(tmp_path / "c", counts={"train": 1}, task_types=[])
+
+
 def test_root_is_versioned_and_returns_at_once(root):
     assert root.name == version_tag() and root.parent.name == "alfworld-generated"
     start = time.perf_counter()

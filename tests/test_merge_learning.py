@@ -88,6 +88,16 @@ def test_runs_of_other_settings_are_not_merged() -> None:
         merge_results([grpo, other_lr], ["a", "b"])
 
 
+def test_a_setting_added_after_a_run_counts_as_its_default_there() -> None:
+    older = _result("grpo", [_run(0, [0.1, 0.1], [0.1, 0.1])])
+    del older["args"]["task_types"]
+    newer = _result("gigpo", [_run(0, [0.1, 0.1], [0.1, 0.1])])
+    merge_results([older, newer], ["a", "b"])
+    other_games = _result("gigpo", [_run(0, [0.1, 0.1], [0.1, 0.1])], task_types=["pick_and_place_simple"])
+    with pytest.raises(ValueError, match="other settings than a: task_types"):
+        merge_results([older, other_games], ["a", "b"])
+
+
 def test_runs_from_another_checkpoint_are_not_merged() -> None:
     grpo = _result("grpo", [_run(0, [0.1, 0.1], [0.1, 0.1])])
     other = _result("gigpo", [_run(0, [0.1, 0.1], [0.1, 0.1])])

@@ -408,25 +408,40 @@ def generate_game(
         return _generate(task_type, rng, scenes, layout_seed, planner)[1]
 
 
-def generate_games(out_dir: Path, counts: dict[str, int] | None = None, seed: int = 0) -> Path:
+def generate_games(
+    out_dir: Path,
+    counts: dict[str, int] | None = None,
+    seed: int = 0,
+    task_types: tuple[str, ...] | list[str] = TASK_TYPES,
+) -> Path:
     """Write generated games in the official layout, deterministically from ``seed``.
 
     Files go to ``out_dir/<split>/<task_type>-<Object>-None-<Receptacle>-<scene>/<trial>/game.tw-pddl``.
-    Game ``i`` of a split has task type ``TASK_TYPES[i % 6]``; ``valid_unseen`` uses held-out
-    scenes (26-30 of each room style), the other splits the seen ones (1-25).
+    Game ``i`` of a split has task type ``task_types[i % len(task_types)]`` (all six by default);
+    ``valid_unseen`` uses held-out scenes (26-30 of each room style), the other splits the seen
+    ones (1-25).
 
     Args:
         out_dir: Folder to write into (the splits become its subfolders).
         counts: Games per split (default :data:`DEFAULT_COUNTS`); splits not named get none.
         seed: Same seed, byte-identical files.
+        task_types: The task types to cycle through (a subset of :data:`TASK_TYPES`, e.g. only
+            ``pick_and_place_simple`` for an easier set).
 
     Returns:
         ``out_dir``.
+
+    Raises:
+        ValueError: An unknown split or task type, or no task type.
     """
     counts = dict(DEFAULT_COUNTS if counts is None else counts)
     unknown = set(counts) - set(ALFWORLD_SPLITS)
     if unknown:
         raise ValueError(f"unknown splits {sorted(unknown)}; choose from {ALFWORLD_SPLITS}")
+    task_types = tuple(task_types)
+    bad = [t for t in task_types if t not in TASK_TYPES]
+    if bad or not task_types:
+        raise ValueError(f"unknown task types {bad} (or none given); choose from {TASK_TYPES}")
     out_dir = Path(out_dir)
     jobs = [(split, i) for split in ALFWORLD_SPLITS for i in range(counts.get(split, 0))]
 
@@ -447,7 +462,7 @@ def generate_games(out_dir: Path, counts: dict[str, int] | None = None, seed: in
             planner = idle.get()
             try:
                 return _generate(
-                    TASK_TYPES[i % len(TASK_TYPES)], job_rng(split, i, retry), scenes, seed, planner
+                    task_types[i % len(task_types)], job_rng(split, i, retry), scenes, seed, planner
                 )
             finally:
                 idle.put(planner)
