@@ -324,9 +324,12 @@ def start_evaluations(
         "episodes": args.eval_episodes, "group_size": args.eval_group_size,
         "temperature": args.eval_temperature, "max_env_steps": args.max_env_steps,
         "reply_tokens": reply_tokens(args, env), "seen_games": args.seen_games,
-        "real_episodes": args.real_episodes, "real_root": str(find_alfworld_root()),
-        "workers": args.env_workers, "sft": sft_summary,
+        "real_episodes": args.real_episodes, "workers": args.env_workers, "sft": sft_summary,
     }  # fmt: skip
+    if args.real_episodes > 0:
+        # Only where the real games are played: their folder may be an extraction cache whose name
+        # changes between machines and sessions, which would otherwise void every reuse.
+        identity["real_root"] = str(find_alfworld_root())
     key = hashlib.sha256(json.dumps(identity, sort_keys=True).encode()).hexdigest()[:16]
     evals = []
     for agent, board in (("random", work / env / "random-board"), ("sft", work / env / "sft-board")):

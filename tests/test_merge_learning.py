@@ -150,3 +150,14 @@ def test_the_sft_start_is_evaluated_once_per_checkpoint(tmp_path, monkeypatch) -
     assert len(calls) == 4
     start("d", summary={**SFT, "seconds": 13.0})  # retrained in place
     assert len(calls) == 6
+    # The real games' folder (an extraction cache, named anew on another machine) counts only
+    # where real games are played.
+    from agentgym_rl import data
+
+    monkeypatch.setattr(data, "find_alfworld_root", lambda: tmp_path / "elsewhere")
+    start("e")
+    assert len(calls) == 6
+    start("f", real_episodes=2)
+    monkeypatch.setattr(data, "find_alfworld_root", lambda: tmp_path / "moved")
+    start("g", real_episodes=2)
+    assert len(calls) == 10
