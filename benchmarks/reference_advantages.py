@@ -39,6 +39,7 @@ def rows_of(batch: StepBatch) -> list[dict]:
         "anchor": batch.anchor_key.tolist() if batch.anchor_key is not None else [None] * batch.num_rows,
         "paths": batch.path_count.tolist() if batch.path_count is not None else [None] * batch.num_rows,
         "wins": batch.path_successes.tolist() if batch.path_count is not None else [None] * batch.num_rows,
+        "refused": batch.refused.tolist() if batch.refused is not None else [None] * batch.num_rows,
     }
     return [{name: values[i] for name, values in columns.items()} for i in range(batch.num_rows)]
 
@@ -317,13 +318,29 @@ def ref_progpo_r_update(rows: list[dict], cfg, table: dict) -> dict:
 # ------------------------------------------------------------------ 3SPO
 
 
-def spo3_keys(rows: list[dict], cfg) -> tuple[list[int], list[int]]:
+def spo3_keys(rows: list[dict], cfg) -> tuple[list[int], list[int], list[bool]]:
+    """Table keys of ``s_t`` and ``s_{t+1}``, and whether ``o_t`` is a state (not a refusal)."""
     if not cfg.per_task:
-        return [row["key"] for row in rows], [row["next_key"] for row in rows]
-    col = cfg.task_state_column
-    nxt = next_rows(rows)
-    keys = [row["hist"][col] for row in rows]
-    return keys, [keys[j] if j is not None else 0 for j in nxt]
+        keys, next_keys = [row["key"] for row in rows], [row["next_key"] for row in rows]
+    else:
+        col = cfg.task_state_column
+        nxt = next_rows(rows)
+        keys = [row["hist"][col] for row in rows]
+        next_keys = [keys[j] if j is not None else 0 for j in nxt]
+    real = [True] * len(rows)
+    if not rows or rows[0]["refused"] is None or not cfg.refusal_keeps_state:
+        return keys, next_keys, real
+    # Walk each rollout in step order: after a refused action the state is still the one before.
+    keys, next_keys = list(keys), list(next_keys)
+    for indices in by_trajectory(rows).values():
+        state, refused_before = None, False
+        for i in indices:
+            if refused_before:
+                keys[i], real[i] = state, False
+            state, refused_before = keys[i], rows[i]["refused"]
+            if rows[i]["refused"]:
+                next_keys[i] = keys[i]
+    return keys, next_keys, real
 
 
 def ref_spo3_update(rows: list[dict], cfg, table: dict, num_rollouts: int) -> tuple[dict, int]:
@@ -334,12 +351,17 @@ def ref_spo3_update(rows: list[dict], cfg, table: dict, num_rollouts: int) -> tu
     their finished paths and those paths' successes; every path ends in one done row.
     """
     table = dict(table)
-    keys, next_keys = spo3_keys(rows, cfg)
+    keys, next_keys, real = spo3_keys(rows, cfg)
     if rows and rows[0]["paths"] is not None:
         for i, row in enumerate(rows):
             num_rollouts += int(row["done"])
-            visited = [keys[i]] if row["f"] and keys[i] != 0 else []
-            if row["done"] and row["next_f"] and next_keys[i] != 0:
+            visited = [keys[i]] if row["f"] and real[i] and keys[i] != 0 else []
+            if (
+                row["done"]
+                and row["next_f"]
+                and next_keys[i] != 0
+                and not (row["refused"] and cfg.refusal_keeps_state)
+            ):
                 visited.append(next_keys[i])
             for s in visited:
                 total, succ = table.get(s, (0, 0))
@@ -374,7 +396,7 @@ def ref_spo3_score(key: int, cfg, table: dict, tau: int) -> float:
 def ref_spo3_rewards(rows: list[dict], cfg, table: dict, num_rollouts: int) -> list[float]:
     table, num_rollouts = ref_spo3_update(rows, cfg, table, num_rollouts)
     tau = 1 + num_rollouts
-    keys, next_keys = spo3_keys(rows, cfg)
+    keys, next_keys, _ = spo3_keys(rows, cfg)
     out = []
     for row, key, next_key in zip(rows, keys, next_keys, strict=False):
         omega = 0.5 * math.exp(-cfg.omega_k * table.get(key, (0, 0))[0])
@@ -448,6 +470,7 @@ def random_records(
     scale: float | None = None,
     paths: bool = False,
     penalties: bool = False,
+    refusals: float = 0.0,
 ) -> list[dict]:
     """Per-step records as the rollout collector would give them, shuffled.
 
@@ -457,7 +480,8 @@ def random_records(
     trainer's reward scale (rewards and outcomes scaled, ``score`` records the unscaled
     outcome). ``paths``: random ``path_count`` / ``path_successes`` as a branching
     search's rows carry them (1 path on a done row). ``penalties``: records carry ``penalty``
-    (the amount taken off their reward).
+    (the amount taken off their reward). ``refusals``: the chance that the env refuses a step's
+    action; its next observation is then the one refusal observation, and records carry ``refused``.
     """
     intern = intern or Interner()
     records = []
@@ -479,6 +503,9 @@ def random_records(
                 outcome = rng.choice([0.0, 0.25, 0.5, 1.0])
             states = [0] + [rng.randrange(num_states) for _ in range(length)]
             actions = [rng.randrange(num_actions) for _ in range(length)]
+            # A refused action is answered by the one refusal observation (state id num_states).
+            refused = [rng.random() < refusals for _ in range(length)] if refusals else [False] * length
+            states = [states[0]] + [num_states if r else s for s, r in zip(states[1:], refused, strict=True)]
             alive = rng.random() < unfinished
             seen: set[int] = set()
             for t in range(length):
@@ -519,6 +546,8 @@ def random_records(
                     penalty *= scale
                 if penalties:
                     record["penalty"] = penalty
+                if refusals:
+                    record["refused"] = refused[t]
                 if paths:
                     count = 1 if record["done"] else rng.randint(0, 3)
                     wins = int(outcome >= 1.0) if record["done"] else rng.randint(0, count)

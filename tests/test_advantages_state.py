@@ -22,9 +22,18 @@ from trainers.estimators.spo3 import SPO3State, adaptive_group_sizes
 
 @pytest.mark.parametrize(
     "overrides",
-    [{}, {"xi": 2.0, "alpha": 1.0, "per_task": True}, {"alpha": 0.3, "zeta": 0.4, "use_returns": True}],
+    [
+        {},
+        {"xi": 2.0, "alpha": 1.0, "per_task": True},
+        {"alpha": 0.3, "zeta": 0.4, "use_returns": True},
+        {"refusals": 0.3},
+        {"refusals": 0.3, "per_task": True, "alpha": 1.0},
+        {"refusals": 0.3, "refusal_keeps_state": False},
+    ],
 )
 def test_spo3_state_matches_reference_over_iterations(overrides):
+    overrides = dict(overrides)
+    refusals = overrides.pop("refusals", 0.0)
     config = make_config("3spo", **overrides)
     state = make_state("3spo", config)
     assert isinstance(state, SPO3State)
@@ -32,7 +41,9 @@ def test_spo3_state_matches_reference_over_iterations(overrides):
     table: dict = {}
     rollouts = 0
     for iteration in range(4):
-        batch = random_batch(10 + iteration, intern, num_groups=4, terminal_keys=True, unfinished=0.2)
+        batch = random_batch(
+            10 + iteration, intern, num_groups=4, terminal_keys=True, unfinished=0.2, refusals=refusals
+        )
         rows = rows_of(batch)
         expected = torch.tensor(ref_spo3(rows, config, table, rollouts), dtype=torch.float64)
         torch.testing.assert_close(
@@ -104,3 +115,38 @@ def test_stateless_estimators_have_no_state_and_wrong_state_type_fails():
     assert make_state("grpo") is None and make_state("gigpo") is None
     with pytest.raises(TypeError, match="SPO3State"):
         compute_advantages("3spo", random_batch(0), state=ProGPORState())
+
+
+@pytest.mark.parametrize("keeps_state", [True, False])
+def test_spo3_pays_no_refusal(keeps_state):
+    """Hand-computed: a refusal ("Nothing happens.", key 9, 20 visits and no success, so the
+    filter sets S = 0) taken from A (5 visits, no success: S = 1, ω = 0.5 e^-0.5 = 0.3033).
+
+    Rollout 0: A --refused--> NH --valid--> B (unvisited: S = 1). Rollout 1: A --valid--> B.
+    Keyed as an observation, the refusal earns ω + (0.5 - ω)(S(A) - S(NH)) = 0.5, more than the
+    valid move's 0.3033, and the step out of it ω(20) + (0.5 - ω(20))(0 - 1) = -0.3647.
+    With the state kept across it, the refusal earns 0 and the step out of it is A -> B (0.3033).
+    """
+    from trainers.estimators.key_table import KeyTable
+    from trainers.estimators.spo3 import spo3_step_rewards
+    from trainers.step_batch import StepBatch
+
+    config = make_config("3spo", refusal_keeps_state=keeps_state)
+    state = SPO3State(config)
+    state.table = KeyTable.empty(2).merge(torch.tensor([1, 9]), torch.tensor([[5.0, 0.0], [20.0, 0.0]]))
+    state.num_rollouts = 25
+    A, B, NH = 1, 2, 9
+
+    def row(traj, step, key, next_key, refused):
+        return dict(group_id=0, traj_id=traj, step=step, state_key=key, history_keys=[key],
+                    first_visit=True, next_state_key=next_key, next_first_visit=True,
+                    reward=0.0, outcome=0.0, done=False, refused=refused)  # fmt: skip
+
+    batch = StepBatch.from_records([row(0, 0, A, NH, True), row(0, 1, NH, B, False), row(1, 0, A, B, False)])
+    rewards, _ = spo3_step_rewards(batch, config, state)
+    omega_a, omega_nh = 0.5 * torch.exp(torch.tensor(-0.5)), 0.5 * torch.exp(torch.tensor(-2.0))
+    if keeps_state:
+        expected = [0.0, omega_a, omega_a]
+    else:
+        expected = [0.5, omega_nh - (0.5 - omega_nh), omega_a]
+    torch.testing.assert_close(rewards, torch.tensor(expected, dtype=torch.float64), rtol=0, atol=1e-6)

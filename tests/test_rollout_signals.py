@@ -158,7 +158,7 @@ def test_collector_rows_carry_the_keys_semantic_expansion_reads():
 
 def test_the_inadmissible_penalty_follows_the_envs_verdict_on_webshop():
     """A typed search is valid (never the offered template ``search[<your query>]``); a click the
-    page does not offer is refused and penalised."""
+    page does not offer is refused (and marked so) and penalised."""
     from scripted_envs import reply
 
     from agentgym_rl.vector import GroupVectorEnv
@@ -180,3 +180,5 @@ def test_the_inadmissible_penalty_follows_the_envs_verdict_on_webshop():
         envs.close()
     penalties = [record["penalty"] for record in rollout.records]
     assert penalties == [0.0, pytest.approx(0.1)]
+    # The same verdict marks the refused step for 3SPO, penalty or not.
+    assert [record["refused"] for record in rollout.records] == [False, True]

@@ -303,6 +303,7 @@ class RolloutCollector:
             "next_first_visit": bool(nxt["first_visit"]) if has_next else False,
             "reward": reward * self.reward_scale - penalty,
             "penalty": float(penalty),  # p_t, for verl-agent's placement of it (episode_signal)
+            "refused": not admissible,  # o_{t+1} is the env's refusal, not a new state (3SPO)
             "outcome": 0.0,  # filled in when the episode ends (set_outcome)
             "score": 0.0,
             "done": done,

@@ -57,6 +57,8 @@ RECORD_FIELDS: dict[str, str] = {
     "branching DFS, where a row's branch shares it with the paths forked below); default: 1 if the "
     "row's rollout finished, else 0",
     "path_successes": "optional (with path_count); those of the paths that succeeded",
+    "refused": "optional (all records or none); True when the env refused a_t (inadmissible or unparseable: "
+    "ALFWorld's 'Nothing happens.'), so o_{t+1} is its refusal, not a new state; read by 3SPO",
 }
 
 _OPTIONAL_ROW_KEYS = ("semantic_key", "anchor_key", "path_count", "path_successes")
@@ -94,6 +96,9 @@ class StepBatch:
         path_count: optional int64 ``[rows]``, finished root-to-leaf paths through the row
             (3SPO's branching DFS: the rows before a fork belong to every path below it).
         path_successes: optional int64 ``[rows]``, how many of them succeeded.
+        refused: optional bool ``[rows]``, the env refused ``a_t`` (its answer, such as
+            ALFWorld's "Nothing happens.", is ``o_{t+1}``; the world did not change). 3SPO
+            keeps the state where it was across a refusal.
     """
 
     group_id: torch.Tensor
@@ -113,6 +118,7 @@ class StepBatch:
     anchor_key: torch.Tensor | None = None
     path_count: torch.Tensor | None = None
     path_successes: torch.Tensor | None = None
+    refused: torch.Tensor | None = None
 
     def __post_init__(self) -> None:
         if self.score is None:  # hand-made batches: outcomes are scores (reward scale 1)
@@ -200,7 +206,7 @@ class StepBatch:
             outcome=torch.tensor([float(r["outcome"]) for r in rows], dtype=torch.float32),
             done=torch.tensor([bool(r["done"]) for r in rows]),
         )
-        for name in ("score", "penalty", *_OPTIONAL_ROW_KEYS):
+        for name in ("score", "penalty", "refused", *_OPTIONAL_ROW_KEYS):
             present = [r.get(name) is not None for r in rows]
             if any(present) and not all(present):
                 raise ValueError(f"'{name}' is set on some records only: give it on every record or none")
@@ -208,6 +214,8 @@ class StepBatch:
                 batch_fields[name] = None
             elif name in ("score", "penalty"):
                 batch_fields[name] = torch.tensor([float(r[name]) for r in rows], dtype=torch.float32)
+            elif name == "refused":
+                batch_fields[name] = torch.tensor([bool(r[name]) for r in rows])
             else:
                 batch_fields[name] = ints(name)
 

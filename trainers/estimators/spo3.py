@@ -11,6 +11,11 @@ rollouts recorded so far.
 - ``R_t = ω(N) 1[k(o_t) ≠ k(o_{t+1})] + (0.5 - ω(N)) (S(s_t) - S(s_{t+1})) + 0.5 r^succ_t``,
   ``ω(N) = 0.5 exp(-ω_k N_total(s_t))``; when ``k(o_{t+1})`` is unknown (``0``, after
   the last row) both transition terms are 0 (ours).
+- Across an action the env refused (``StepBatch.refused``; ours, ``refusal_keeps_state``):
+  the state stays ``s_t``. The refusal's text (ALFWorld's "Nothing happens.", one key
+  for all refusals) would otherwise be a state with ``S ≈ 0`` reachable from anywhere,
+  so that ``R_t`` paid refusals and charged the step out of them; rows whose ``o_t`` is a
+  refusal take the state before it and are no table visit (their anchor stays ``o_t``).
 - ``A_t = z(R_t | anchor group)`` (mean-only by default), optionally of the
   discounted returns of ``R_t`` and plus ``A^E_i``.
 - A lone rollout (a task group with one rollout in the batch: the adaptive size
@@ -61,6 +66,45 @@ _TOTAL, _SUCC = 0, 1
 
 def _state_keys(
     batch: StepBatch, index: BatchIndex, config: SPO3EstimatorConfig
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Table keys of ``s_t`` and ``s_{t+1}`` (``0`` when unknown) of every row, and whether
+    ``o_t`` is a state (not an env's refusal: see :func:`_across_refusals`)."""
+    key, next_key = _observation_keys(batch, index, config)
+    if batch.refused is None or not config.refusal_keeps_state:
+        return key, next_key, torch.ones_like(batch.first_visit)
+    return _across_refusals(key, next_key, batch.refused, index)
+
+
+def _across_refusals(
+    key: torch.Tensor, next_key: torch.Tensor, refused: torch.Tensor, index: BatchIndex
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Keys with every refusal undone: a refused row's ``s_{t+1}`` is its ``s_t``, and a row whose
+    ``o_t`` is a refusal takes the state of the last row before it that was not one (ours).
+
+    >>> from trainers.step_batch import StepBatch
+    >>> rows = [dict(group_id=0, traj_id=0, step=t, state_key=k, history_keys=[k], first_visit=True,
+    ...              reward=0.0, outcome=0.0, done=t == 3, refused=r) for t, (k, r) in
+    ...         enumerate([(11, True), (99, True), (99, False), (12, False)])]
+    >>> batch = StepBatch.from_records(rows)
+    >>> key, nxt, real = _across_refusals(batch.state_key, batch.next_state_key, batch.refused, BatchIndex(batch))
+    >>> key.tolist(), nxt.tolist(), real.tolist()
+    ([11, 11, 11, 12], [11, 11, 12, 0], [True, False, False, True])
+    """
+    rows = torch.arange(key.numel(), device=key.device)
+    following = index.layout.next_row
+    has_next = following >= 0
+    previous = torch.full_like(rows, -1).index_put_((following[has_next],), rows[has_next])
+    real = ~((previous >= 0) & refused.index_select(0, previous.clamp_min(0)))
+    source = torch.where(real, rows, previous)
+    # Pointer doubling: each pass halves the longest chain of refusals left to cross.
+    for _ in range(max(1, key.numel()).bit_length()):
+        source = source.index_select(0, source)
+    key = key.index_select(0, source)
+    return key, torch.where(refused, key, next_key), real
+
+
+def _observation_keys(
+    batch: StepBatch, index: BatchIndex, config: SPO3EstimatorConfig
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Table keys of ``o_t`` and ``o_{t+1}`` (``0`` when unknown) of every row."""
     if not config.per_task:
@@ -101,7 +145,7 @@ def _batch_counts(batch: StepBatch, index: BatchIndex, config: SPO3EstimatorConf
     With ``path_count`` / ``path_successes`` (branching DFS), a row counts once for each
     finished path through it; every path still has one done row, its leaf.
     """
-    key, next_key = _state_keys(batch, index, config)
+    key, next_key, real = _state_keys(batch, index, config)
     keys, row, next_row = _dense_pair(key, next_key)
     inverse, num_keys = torch.cat([row, next_row]), keys.numel()
     finished = batch.done.sum()
@@ -116,9 +160,11 @@ def _batch_counts(batch: StepBatch, index: BatchIndex, config: SPO3EstimatorConf
             finished_row = traj_finished.index_select(0, index.traj)
         paths = finished_row.to(torch.float64)
         wins = (finished_row & _successes(batch, config)).to(torch.float64)
-    visit = torch.cat(
-        [batch.first_visit & (key != 0), batch.done & batch.next_first_visit & (next_key != 0)]
-    ).to(torch.float64)
+    # A refusal is no visit: the state it stands for was counted where the rollout reached it.
+    arrived = batch.next_first_visit & (next_key != 0)
+    if batch.refused is not None and config.refusal_keeps_state:
+        arrived = arrived & ~batch.refused
+    visit = torch.cat([batch.first_visit & real & (key != 0), batch.done & arrived]).to(torch.float64)
     added = torch.stack(
         [
             segment_sum(visit * paths.repeat(2), inverse, num_keys),
@@ -303,6 +349,8 @@ def spo3(
         rewards = discounted_returns(rewards, index.layout, config.gamma)
     if config.per_task:
         anchors, num_anchors = anchor_ids(batch, index)
+    elif batch.refused is not None and config.refusal_keeps_state:  # anchors stay the observations
+        anchors, num_anchors = dense_ids((index.group, index.num_groups), batch.state_key)
     else:  # the state keys are dense already: anchor on (group, key) directly
         anchors, num_anchors = dense_ids((index.group, index.num_groups), (counts.row, len(counts.keys)))
     advantages = zscore(
@@ -321,6 +369,9 @@ def spo3(
                 "spo3/step_reward_mean": safe_mean(rewards),
                 "spo3/score_mean": safe_mean(parts["score"]),
                 "spo3/filtered_frac": safe_mean(parts["filtered"]),
+                "spo3/refused_frac": safe_mean(batch.refused)
+                if batch.refused is not None
+                else rewards.new_zeros(()),
             }
         )
 
