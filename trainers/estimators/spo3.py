@@ -64,13 +64,18 @@ __all__ = ["SPO3State", "adaptive_group_sizes", "spo3", "spo3_step_rewards"]
 _TOTAL, _SUCC = 0, 1
 
 
+def _keeps_state(batch: StepBatch, config: SPO3EstimatorConfig) -> bool:
+    """Whether refusals are undone (``refusal_keeps_state`` and the batch records them)."""
+    return batch.refused is not None and config.refusal_keeps_state
+
+
 def _state_keys(
     batch: StepBatch, index: BatchIndex, config: SPO3EstimatorConfig
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """Table keys of ``s_t`` and ``s_{t+1}`` (``0`` when unknown) of every row, and whether
     ``o_t`` is a state (not an env's refusal: see :func:`_across_refusals`)."""
     key, next_key = _observation_keys(batch, index, config)
-    if batch.refused is None or not config.refusal_keeps_state:
+    if not _keeps_state(batch, config):
         return key, next_key, torch.ones_like(batch.first_visit)
     return _across_refusals(key, next_key, batch.refused, index)
 
@@ -162,7 +167,7 @@ def _batch_counts(batch: StepBatch, index: BatchIndex, config: SPO3EstimatorConf
         wins = (finished_row & _successes(batch, config)).to(torch.float64)
     # A refusal is no visit: the state it stands for was counted where the rollout reached it.
     arrived = batch.next_first_visit & (next_key != 0)
-    if batch.refused is not None and config.refusal_keeps_state:
+    if _keeps_state(batch, config):
         arrived = arrived & ~batch.refused
     visit = torch.cat([batch.first_visit & real & (key != 0), batch.done & arrived]).to(torch.float64)
     added = torch.stack(
@@ -349,7 +354,7 @@ def spo3(
         rewards = discounted_returns(rewards, index.layout, config.gamma)
     if config.per_task:
         anchors, num_anchors = anchor_ids(batch, index)
-    elif batch.refused is not None and config.refusal_keeps_state:  # anchors stay the observations
+    elif _keeps_state(batch, config):  # anchors stay the observations, not the states kept
         anchors, num_anchors = dense_ids((index.group, index.num_groups), batch.state_key)
     else:  # the state keys are dense already: anchor on (group, key) directly
         anchors, num_anchors = dense_ids((index.group, index.num_groups), (counts.row, len(counts.keys)))
