@@ -91,7 +91,8 @@ class Args:
     expert_episodes: int = field(default=720, metadata={"help": "Expert episodes per env."})
     """Expert episodes per env (tasks repeat with other random steps)."""
     expert: str | None = field(
-        default=None, metadata={"help": "Expert: search, random_search or walkthrough (default: per env, see below)."}
+        default=None,
+        metadata={"help": "Expert: search, random_search or walkthrough (default: per env, see below)."},
     )
     """The expert cloned (``trajectories --expert``); unset: ``walkthrough`` on ALFWorld, ``search`` on WebShop.
 
@@ -545,7 +546,9 @@ def main(args: Args) -> dict[str, Any]:
     if args.seen_games < 0:
         raise ValueError(f"--seen_games must be 0 (none) or more (got {args.seen_games})")
     if args.expert == "random_search" and "webshop" in args.env:
-        raise ValueError("--expert random_search is ALFWorld's; run WebShop with --expert search or walkthrough")
+        raise ValueError(
+            "--expert random_search is ALFWorld's; run WebShop with --expert search or walkthrough"
+        )
     if args.sft_checkpoint and len(args.env) != 1:
         raise ValueError(f"--sft_checkpoint is one env's model; pass a single --env (got {args.env})")
     out = Path(args.output)

@@ -102,7 +102,9 @@ def test_random_order_draws_among_the_go_to_actions_and_keeps_the_decisions():
     assert set(drawn) == set(places)  # every admissible place, and only those
     # The decisions other than the next place are the ordered expert's.
     expert = SearchExpert(task, order="random", seed=0)
-    expert.observe("go to countertop 1", "You arrive at countertop 1. On the countertop 1, you see a apple 2.")
+    expert.observe(
+        "go to countertop 1", "You arrive at countertop 1. On the countertop 1, you see a apple 2."
+    )
     assert expert.act("", [*places[:1], "take apple 2 from countertop 1"]) == "take apple 2 from countertop 1"
     with pytest.raises(ValueError, match="order must be one of"):
         SearchExpert(task, order="nearest")

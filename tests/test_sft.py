@@ -566,11 +566,19 @@ def test_default_search_expert_wins_with_longer_episodes(tmp_path):
 
 def test_random_search_expert_draws_its_places_and_is_alfworlds_only(tmp_path):
     rows, meta = load_trajectories(
-        _collect(tmp_path / "rs", **{**ALFWORLD, "expert": "random_search"}, episodes="3", epsilon=0.0, max_env_steps=30)
+        _collect(
+            tmp_path / "rs",
+            **{**ALFWORLD, "expert": "random_search"},
+            episodes="3",
+            epsilon=0.0,
+            max_env_steps=30,
+        )
     )
     assert meta["identity"]["expert"] == "random_search" and meta["wins"] >= 2
     ordered, _ = load_trajectories(
-        _collect(tmp_path / "s", **{**ALFWORLD, "expert": "search"}, episodes="3", epsilon=0.0, max_env_steps=30)
+        _collect(
+            tmp_path / "s", **{**ALFWORLD, "expert": "search"}, episodes="3", epsilon=0.0, max_env_steps=30
+        )
     )
     assert list(rows["action"]) != list(ordered["action"])  # same tasks, other places
     with pytest.raises(ValueError, match="random_search"):

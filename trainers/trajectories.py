@@ -150,7 +150,9 @@ class TrajectoryConfig:
         if self.expert not in _EXPERTS:
             raise ValueError(f"expert must be one of {_EXPERTS}, got {self.expert!r}")
         if self.expert == "random_search" and self.env != "alfworld":
-            raise ValueError("expert 'random_search' is ALFWorld's; WebShop's experts are search and walkthrough")
+            raise ValueError(
+                "expert 'random_search' is ALFWorld's; WebShop's experts are search and walkthrough"
+            )
         self.prompt_config()  # validates history_window and action_format
 
     def prompt_config(self) -> PromptConfig:
