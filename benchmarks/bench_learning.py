@@ -217,6 +217,11 @@ def alfworld_games(args: Args) -> Path:
     )
 
 
+def expert_of(args: Args, env: str) -> str:
+    """The expert cloned on ``env``: ``--expert``, else ``walkthrough`` on ALFWorld and ``search`` on WebShop."""
+    return args.expert or ("walkthrough" if env == "alfworld" else "search")
+
+
 def env_settings(args: Args, env: str, data_dir: Path | None) -> dict[str, Any]:
     """Per env: the gym kwargs, the held-out split and the leaderboard's data_dir."""
     if env == "alfworld":
@@ -249,7 +254,7 @@ def clone_expert(args: Args, env: str, settings: dict[str, Any], work: Path) -> 
             split="train",
             episodes=str(args.expert_episodes),
             epsilon=args.epsilon,
-            expert=args.expert or ("walkthrough" if env == "alfworld" else "search"),
+            expert=expert_of(args, env),
             seed=0,
             num_products=settings["env_kwargs"].get("num_products"),
             history_window=args.history_window,
@@ -545,10 +550,10 @@ def main(args: Args) -> dict[str, Any]:
         )
     if args.seen_games < 0:
         raise ValueError(f"--seen_games must be 0 (none) or more (got {args.seen_games})")
-    if args.expert == "random_search" and "webshop" in args.env:
-        raise ValueError(
-            "--expert random_search is ALFWorld's; run WebShop with --expert search or walkthrough"
-        )
+    from trainers.trajectories import check_expert
+
+    for env in args.env:  # before any work: a later env's expert would fail after the first env's runs
+        check_expert(env, expert_of(args, env))
     if args.sft_checkpoint and len(args.env) != 1:
         raise ValueError(f"--sft_checkpoint is one env's model; pass a single --env (got {args.env})")
     out = Path(args.output)

@@ -68,7 +68,9 @@ def test_negative_seen_games_is_rejected(tmp_path) -> None:
 
 def test_random_search_on_webshop_is_rejected_before_any_work(tmp_path) -> None:
     args = Args(env=["alfworld", "webshop"], expert="random_search", output=str(tmp_path / "out"))
-    with pytest.raises(ValueError, match="random_search is ALFWorld's"):
+    with pytest.raises(
+        ValueError, match="'random_search' is alfworld's; webshop's experts are search, walkthrough"
+    ):
         main(args)
     assert not (tmp_path / "out").exists()
 

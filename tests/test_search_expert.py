@@ -9,9 +9,11 @@ import agentgym_rl  # noqa: F401  (registers the envs)
 from agentgym_rl.alfworld.search_expert import SearchExpert, task_goal
 
 
-def _play(env, task: str, max_steps: int = 40) -> tuple[bool, list[str]]:
-    observation, info = env.reset(seed=0, options={"task": task})
-    expert, actions = SearchExpert(task), []
+def _play(
+    env, task: str, max_steps: int = 40, order: str = "alphabetical", seed: int = 0
+) -> tuple[bool, list[str]]:
+    observation, info = env.reset(seed=seed, options={"task": task})
+    expert, actions = SearchExpert(task, order=order, seed=seed), []
     for _ in range(max_steps):
         admissible = list(info["admissible_actions"])
         action = expert.act(observation, admissible)
@@ -112,18 +114,11 @@ def test_random_order_draws_among_the_go_to_actions_and_keeps_the_decisions():
 
 def test_random_search_wins_most_generated_games():
     env = gym.make("AgentGymRL/ALFWorld-v0", split="valid_unseen", data_dir="generated", max_episode_steps=30)
-    wins = []
     try:
-        for seed, task in enumerate(env.unwrapped.task_ids):
-            observation, info = env.reset(seed=seed, options={"task": task})
-            expert = SearchExpert(task, order="random", seed=seed)
-            for _ in range(30):
-                action = expert.act(observation, list(info["admissible_actions"]))
-                observation, _, terminated, truncated, info = env.step(action)
-                expert.observe(action, observation)
-                if terminated or truncated:
-                    break
-            wins.append(bool(info["won"]))
+        wins = [
+            _play(env, task, max_steps=30, order="random", seed=seed)[0]
+            for seed, task in enumerate(env.unwrapped.task_ids)
+        ]
     finally:
         env.close()
     # 91% on the bench's 48 held-out games; a search that lost its way would win few.

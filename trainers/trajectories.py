@@ -53,7 +53,9 @@ __all__ = [
     "DATASET_COLUMNS",
     "META_FILE",
     "JSONL_FILE",
+    "EXPERTS",
     "TrajectoryConfig",
+    "check_expert",
     "collect_trajectories",
     "expert_reply",
     "load_trajectories",
@@ -63,7 +65,8 @@ META_FILE = "trajectories.json"
 JSONL_FILE = "trajectories.jsonl"
 _PROGRESS_FILE = ".progress.json"
 DATASET_COLUMNS = ("prompt", "completion", "task_id", "task_type", "step", "won", "episode", "action")
-_EXPERTS = ("search", "random_search", "walkthrough")
+#: The experts each env has (``random_search`` searches ALFWorld's receptacles; WebShop has no such places).
+EXPERTS = {"alfworld": ("search", "random_search", "walkthrough"), "webshop": ("search", "walkthrough")}
 _ENV_IDS = {"alfworld": "AgentGymRL/ALFWorld-v0", "webshop": "AgentGymRL/WebShop-v0"}
 #: The reasoning the expert writes inside ``<think>`` (a short fixed sentence: the data teaches the
 #: action, and a tiny model should not spend its tokens on made-up reasoning).
@@ -147,12 +150,7 @@ class TrajectoryConfig:
         self.episodes = episodes
         if self.data_dir is not None and self.env != "alfworld":
             raise ValueError("data_dir is ALFWorld's; WebShop plays the generated catalogue (num_products)")
-        if self.expert not in _EXPERTS:
-            raise ValueError(f"expert must be one of {_EXPERTS}, got {self.expert!r}")
-        if self.expert == "random_search" and self.env != "alfworld":
-            raise ValueError(
-                "expert 'random_search' is ALFWorld's; WebShop's experts are search and walkthrough"
-            )
+        check_expert(self.env, self.expert)
         self.prompt_config()  # validates history_window and action_format
 
     def prompt_config(self) -> PromptConfig:
@@ -449,6 +447,16 @@ def collect_trajectories(config: TrajectoryConfig, progress: bool = True) -> Pat
     _atomic_write(out / META_FILE, json.dumps(meta, indent=1))
     progress_file.unlink(missing_ok=True)
     return out
+
+
+def check_expert(env: str, expert: str) -> None:
+    """Raises ``ValueError`` unless ``expert`` is one of ``env``'s experts (:data:`EXPERTS`)."""
+    known = sorted({name for names in EXPERTS.values() for name in names})
+    if expert not in known:
+        raise ValueError(f"expert must be one of {known}, got {expert!r}")
+    if expert not in EXPERTS[env]:
+        owners = " and ".join(e for e, names in EXPERTS.items() if expert in names)
+        raise ValueError(f"expert {expert!r} is {owners}'s; {env}'s experts are {', '.join(EXPERTS[env])}")
 
 
 def load_trajectories(directory: str | os.PathLike[str]) -> tuple[Any, dict[str, Any]]:
