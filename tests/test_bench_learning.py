@@ -66,6 +66,13 @@ def test_negative_seen_games_is_rejected(tmp_path) -> None:
         main(args)
 
 
+def test_unknown_env_is_rejected_before_any_work(tmp_path) -> None:
+    args = Args(env=["alfwrld"], output=str(tmp_path / "out"))
+    with pytest.raises(ValueError, match="env must be one of \\['alfworld', 'webshop'\\], got 'alfwrld'"):
+        main(args)
+    assert not (tmp_path / "out").exists()
+
+
 def test_random_search_on_webshop_is_rejected_before_any_work(tmp_path) -> None:
     args = Args(env=["alfworld", "webshop"], expert="random_search", output=str(tmp_path / "out"))
     with pytest.raises(

@@ -450,7 +450,9 @@ def collect_trajectories(config: TrajectoryConfig, progress: bool = True) -> Pat
 
 
 def check_expert(env: str, expert: str) -> None:
-    """Raises ``ValueError`` unless ``expert`` is one of ``env``'s experts (:data:`EXPERTS`)."""
+    """Raises ``ValueError`` unless ``env`` is known and ``expert`` is one of its experts (:data:`EXPERTS`)."""
+    if env not in EXPERTS:
+        raise ValueError(f"env must be one of {sorted(EXPERTS)}, got {env!r}")
     known = sorted({name for names in EXPERTS.values() for name in names})
     if expert not in known:
         raise ValueError(f"expert must be one of {known}, got {expert!r}")
