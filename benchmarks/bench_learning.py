@@ -222,6 +222,21 @@ def expert_of(args: Args, env: str) -> str:
     return args.expert or ("walkthrough" if env == "alfworld" else "search")
 
 
+def check_webshop_goals(args: Args) -> None:
+    """Before any work: the generated shop of ``--num_products`` has goals in the splits the bench plays.
+
+    Raises:
+        ValueError: A split with no goals (below about 400 products the train split has none).
+    """
+    from agentgym_rl.webshop.env import WebShopEnv
+
+    for split in ("train", "test"):
+        try:
+            WebShopEnv(split=split, num_products=args.num_products).close()
+        except ValueError as error:
+            raise ValueError(f"--num_products {args.num_products}: {error}") from None
+
+
 def env_settings(args: Args, env: str, data_dir: Path | None) -> dict[str, Any]:
     """Per env: the gym kwargs, the held-out split and the leaderboard's data_dir."""
     if env == "alfworld":
@@ -554,6 +569,8 @@ def main(args: Args) -> dict[str, Any]:
 
     for env in args.env:  # before any work: a later env's expert would fail after the first env's runs
         check_expert(env, expert_of(args, env))
+    if "webshop" in args.env:
+        check_webshop_goals(args)
     if args.sft_checkpoint and len(args.env) != 1:
         raise ValueError(f"--sft_checkpoint is one env's model; pass a single --env (got {args.env})")
     out = Path(args.output)

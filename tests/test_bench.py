@@ -157,3 +157,11 @@ def test_quick_flags_shrink_known_sizes() -> None:
         unrelated: int = 7
 
     assert quick_flags(Args) == ["--steps", "3", "--games", "3", "--sizes", "10000"]
+
+
+def test_quick_gives_a_smoke_mode_script_its_own_sizes() -> None:
+    """bench_learning's smoke mode keeps the 500-product shop: QUICK_VALUES' 200 would leave WebShop no train goals."""
+    from agentgym_cli.commands.bench import quick_flags
+    from benchmarks.bench_learning import Args
+
+    assert quick_flags(Args) == ["--smoke", "true"]

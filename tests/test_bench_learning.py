@@ -126,3 +126,11 @@ def test_16_step_config_parses_into_the_readme_recipe() -> None:
     assert args.sft_completion_only_loss is False and args.penalize_inadmissible is False
     assert (args.rl_steps, args.eval_every, args.group_size, args.max_env_steps) == (16, 8, 8, 30)
     assert (args.eval_group_size, args.eval_temperature, args.seen_games) == (4, 1.0, 48)
+
+
+def test_a_shop_without_train_goals_is_rejected_before_any_work(tmp_path) -> None:
+    """200 generated products leave the train split no goals: said before the ALFWorld clone, not after it."""
+    args = Args(env=["alfworld", "webshop"], num_products=200, output=str(tmp_path / "out"))
+    with pytest.raises(ValueError, match="--num_products 200: split 'train' has no goals"):
+        main(args)
+    assert not (tmp_path / "out").exists()

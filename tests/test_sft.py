@@ -454,7 +454,9 @@ def test_a_model_cloned_on_another_env_is_refused(sft_run, tmp_path, capsys):
     from trainers.checkpoints import adopt_prompt_config
 
     folder = str(sft_run["model"])
-    with pytest.raises(ValueError, match="alfworld"):
+    with pytest.raises(
+        ValueError, match="alfworld.*agentgym-rl trajectories --env webshop, then agentgym-rl sft"
+    ):
         adopt_prompt_config(_rl_config(tmp_path, env_id="webshop"), folder, given=set())
     with pytest.raises(ValueError, match="alfworld"):
         prompt_config_for(folder, "webshop")
@@ -465,6 +467,19 @@ def test_a_model_cloned_on_another_env_is_refused(sft_run, tmp_path, capsys):
     )
     assert "alfworld" in err and "webshop" in err.lower()
     assert not (tmp_path / "o").exists()
+
+
+def test_train_yaml_prompt_settings_win_over_the_models_with_a_warning(sft_run, tmp_path):
+    """A prompt setting in ``--config`` counts as given, as a flag does: it is kept, and the mismatch is warned."""
+    from agentgym_cli.commands.train import parse_args
+
+    folder = str(sft_run["model"])  # cloned with history_window 1, action_tag
+    config_file = tmp_path / "train.yaml"
+    config_file.write_text("env_id: alfworld\nhistory_window: 3\n")
+    argv = ["--model", folder, "--config", str(config_file), "--output_dir", str(tmp_path / "o")]
+    with pytest.warns(UserWarning, match="--history_window 3 differs from the model's 1"):
+        _, config = parse_args(argv)
+    assert (config.history_window, config.action_format) == (3, "action_tag")  # the rest is the model's
 
 
 # --------------------------------------------------------------------------------------------

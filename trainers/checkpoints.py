@@ -48,7 +48,7 @@ def adopt_prompt_config(config: object, path: str, given: set[str]) -> dict | No
         raise ValueError(
             f"{path} was trained on {saved['env_kind']} prompts ({file}) but this run's env is "
             f"{config.env_id} ({kind}); train it on {saved['env_kind']} (--env {saved['env_kind']}) or start from "
-            "a model cloned on this env (agentgym-rl trajectories / sft --env ...)"
+            f"a model cloned on this env (agentgym-rl trajectories --env {kind}, then agentgym-rl sft on that dataset)"
         )
     for name in PROMPT_FIELDS:
         if name not in saved:

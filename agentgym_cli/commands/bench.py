@@ -55,7 +55,7 @@ QUICK_VALUES: dict[str, Any] = {
     "sizes": [10_000],
     "reference_max_rows": 10_000,
     "async_vector": False,
-    "smoke": True,  # bench_learning: 1 seed, 2 RL steps
+    "smoke": True,  # bench_learning: 1 seed, 2 RL steps (a script with `smoke` gets this flag alone)
 }
 
 
@@ -117,9 +117,15 @@ def _select(names: list[str], only: list[str] | None) -> list[str]:
 
 
 def quick_flags(args_class: type) -> list[str]:
-    """``--quick`` flags for a script's ``Args``: the :data:`QUICK_VALUES` it has, never above its defaults."""
+    """``--quick`` flags for a script's ``Args``: the :data:`QUICK_VALUES` it has, never above its defaults.
+
+    A script with its own ``smoke`` mode gets ``--smoke`` alone: it picks sizes that work
+    together (bench_learning's WebShop needs its default catalogue, whose train split has goals).
+    """
     from benchmarks.report import flag
 
+    if any(spec.name == "smoke" for spec in dataclasses.fields(args_class)):
+        return flag("smoke", QUICK_VALUES["smoke"])
     flags: list[str] = []
     for spec in dataclasses.fields(args_class):
         if spec.name not in QUICK_VALUES:

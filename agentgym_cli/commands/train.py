@@ -145,7 +145,7 @@ def parse_args(argv: list[str]) -> tuple[TrainScriptArguments, Any]:
     trl_parser = TrlParser((TrainScriptArguments, StepGRPOConfig), prog="agentgym-rl train")
     flags = add_estimator_arguments(trl_parser)
     argv = with_default_output_dir(argv, "runs/agentgym-rl")
-    _check_yaml_env(trl_parser, argv)
+    yaml_settings = _check_yaml_env(trl_parser, argv)
     try:
         script_args, config, *rest = trl_parser.parse_args_and_config(argv)
         # The estimator flags default to "not given": the namespace left over holds those passed (or set by YAML).
@@ -164,7 +164,9 @@ def parse_args(argv: list[str]) -> tuple[TrainScriptArguments, Any]:
                 trl_parser.error(f"--env_id: {error}")
     if script_args.data_dir:
         config.env_kwargs["data_dir"] = script_args.data_dir
-    given = {a.split("=")[0].lstrip("-").replace("-", "_") for a in argv if a.startswith("--")}
+    # Set on the command line or in the YAML: either wins over the model's prompt_config.json (with a warning)
+    flags_given = {a.split("=")[0].lstrip("-").replace("-", "_") for a in argv if a.startswith("--")}
+    given = flags_given | set(yaml_settings)
     try:
         adopt_prompt_config(config, model_path(script_args.model), given)
     except ValueError as error:
@@ -172,10 +174,10 @@ def parse_args(argv: list[str]) -> tuple[TrainScriptArguments, Any]:
     return script_args, config
 
 
-def _check_yaml_env(parser: argparse.ArgumentParser, argv: list[str]) -> None:
-    """A ``--config`` YAML whose ``env:`` is not a mapping meant the env: say how to set it."""
+def _check_yaml_env(parser: argparse.ArgumentParser, argv: list[str]) -> dict[str, Any]:
+    """The ``--config`` YAML's settings ({} without one); an ``env:`` that is not a mapping meant the env: say how to set it."""
     if "--config" not in argv or argv.index("--config") + 1 >= len(argv):
-        return
+        return {}
     import yaml
 
     path = argv[argv.index("--config") + 1]
@@ -183,12 +185,15 @@ def _check_yaml_env(parser: argparse.ArgumentParser, argv: list[str]) -> None:
         with open(path) as handle:
             settings = yaml.safe_load(handle)
     except OSError:
-        return  # TRL's parser reports the missing file
-    if isinstance(settings, dict) and "env" in settings and not isinstance(settings["env"], dict):
+        return {}  # TRL's parser reports the missing file
+    if not isinstance(settings, dict):
+        return {}
+    if "env" in settings and not isinstance(settings["env"], dict):
         parser.error(
             f"env: {settings['env']!r} in {path}: TRL's parser reads a top-level `env:` as environment "
             f"variables (a mapping); set the env with `env_id: {settings['env']}`"
         )
+    return settings
 
 
 def run(script_args: TrainScriptArguments, config: object) -> int:
