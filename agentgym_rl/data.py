@@ -2,7 +2,7 @@
 
 ALFWorld games are looked up, first match wins, in
 
-1. the ``data_dir`` argument (env kwarg or ``--data-dir`` flag);
+1. the ``data_dir`` argument (env kwarg or ``--data_dir`` flag);
 2. the ``ALFWORLD_DATA`` environment variable (the official alfworld convention);
 3. ``../shared/data/alfworld`` beside the working directory or beside this checkout;
 4. alfworld's own download folder, ``~/.cache/alfworld``, when it holds the games.
@@ -153,7 +153,7 @@ def _resolve_location(location: Path) -> Path | None:
 _HOW_TO_GET_DATA = (
     "Get the games with `agentgym-rl data download alfworld` (official release, needs internet), "
     "or point to a folder holding json_2.1.1/ or json_2.1.1.tar.xz with the env kwarg data_dir=..., "
-    "the --data-dir flag or the ALFWORLD_DATA environment variable."
+    "the --data_dir flag or the ALFWORLD_DATA environment variable."
 )
 
 

@@ -121,7 +121,7 @@ def main(args: Args) -> dict:
     root = find_alfworld_root(args.data_dir)
     if root is None:
         raise SystemExit(
-            "no ALFWorld data: set ALFWORLD_DATA or --data-dir (the official env needs real games)"
+            "no ALFWorld data: set ALFWORLD_DATA or --data_dir (the official env needs real games)"
         )
     tasks = pick_games(root, args.split, args.games)
     files = [str(game_path(root, args.split, t)) for t in tasks]

@@ -126,7 +126,7 @@ def main(args: Args) -> dict:
     root = find_alfworld_root(args.data_dir)
     if root is None:
         raise SystemExit(
-            "no ALFWorld data: set ALFWORLD_DATA or --data-dir (stock TextWorld needs real games)"
+            "no ALFWorld data: set ALFWORLD_DATA or --data_dir (stock TextWorld needs real games)"
         )
     games = []  # (split, index, task)
     for split in args.splits:

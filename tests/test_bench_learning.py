@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from agentgym_rl.data import find_alfworld_root
 from benchmarks.bench_learning import Args, main, smoke_args
 
 
@@ -28,8 +29,10 @@ def test_smoke_mode_runs_the_whole_pipeline(tmp_path) -> None:
         output=str(tmp_path / "out"),
     )
     result = main(args)
+    real_data = find_alfworld_root() is not None  # CI has ../shared: the real games are played by default
     for env in ("alfworld", "webshop"):
         run = result["envs"][env]
+        assert ("real_success" in run["sft_eval"]) == (env == "alfworld" and real_data)
         assert run["sft"]["examples"] > 0 and 0.0 <= run["sft_eval"]["success"] <= 1.0
         assert 0.0 <= run["random_eval"]["score"] <= 1.0  # the reference the curves are read against
         assert run["sft_eval"]["episodes"] == 2 * 6  # 6 held-out tasks x 2 rollouts
@@ -38,6 +41,7 @@ def test_smoke_mode_runs_the_whole_pipeline(tmp_path) -> None:
             (seed_run,) = run["runs"][estimator]  # one seed in smoke mode
             assert [p["step"] for p in seed_run["points"]] == [2]  # evaluated after the 2 RL steps
             assert ("seen_success" in seed_run["points"][0]) == (env == "alfworld")
+            assert ("real_success" in seed_run["points"][0]) == (env == "alfworld" and real_data)
             assert len(seed_run["diagnostics"]["all_zero"]) == 2  # one logged training step each
     saved = json.loads((tmp_path / "out" / "result.json").read_text())
     assert saved["args"]["rl_steps"] == 2
@@ -60,9 +64,10 @@ def test_bad_eval_group_size_is_rejected(group_size, temperature, message, tmp_p
         main(args)
 
 
-def test_negative_seen_games_is_rejected(tmp_path) -> None:
-    args = Args(seen_games=-1, output=str(tmp_path))
-    with pytest.raises(ValueError, match="--seen_games must be 0"):
+@pytest.mark.parametrize("field_name", ["seen_games", "real_episodes"])
+def test_negative_game_counts_are_rejected(field_name, tmp_path) -> None:
+    args = Args(**{field_name: -1}, output=str(tmp_path))
+    with pytest.raises(ValueError, match=f"--{field_name} must be 0"):
         main(args)
 
 

@@ -1,7 +1,7 @@
 """``agentgym-rl data``: find, download, prepare or generate benchmark data.
 
 - ``agentgym-rl data info``: where each dataset is found and how many tasks each split has.
-- ``agentgym-rl data download alfworld [--data-dir DIR]``: the official ALFWorld games
+- ``agentgym-rl data download alfworld [--data_dir DIR]``: the official ALFWorld games
   (needs internet; default folder ``~/.cache/alfworld``, alfworld's own).
 - ``agentgym-rl data prepare alfworld [--split S]``: extract the archive and fill the
   on-disk translation cache so that cold resets cost ~50 ms (progress bar).

@@ -171,7 +171,7 @@ class LeaderboardConfig:
             )
         if self.env == "all" and self.data_dir not in (None, "generated"):
             raise ValueError(
-                f"--data-dir {self.data_dir} with --env all: ALFWorld games and a WebShop catalogue are "
+                f"--data_dir {self.data_dir} with --env all: ALFWorld games and a WebShop catalogue are "
                 "different folders; run each env on its own (or use the defaults / 'generated')"
             )
         if isinstance(self.episodes, str) and self.episodes != "all":
