@@ -15,6 +15,11 @@ evaluated):
 
     python -m benchmarks.paired_gains --runs results/grpo-s0 results/grpo-s1 --output results/gains
 
+``--baseline ESTIMATOR`` also compares every other estimator with that one (GRPO, say) game by
+game: each game's gain averaged over an estimator's seeds, minus the baseline's, where both were
+evaluated at the same step. Its interval resamples the games and, within each estimator, the seeds
+(the runs of two estimators are independent, so their seeds are not paired).
+
 The runs are ``bench_learning`` output folders that kept their ``work/`` folder. The SFT start's
 episodes are looked for in each run's ``work/<env>/sft-board`` and, for runs given
 ``--sft_checkpoint``, beside that checkpoint (``<checkpoint>/../sft-board``).
@@ -60,6 +65,8 @@ class Args:
     """Bootstrap resamples of the held-out games."""
     seed: int = field(default=0, metadata={"help": "Seed of the bootstrap."})
     """Seed of the bootstrap (the report is deterministic)."""
+    baseline: str | None = field(default=None, metadata={"help": "Estimator to compare the others with."})
+    """An estimator of the runs (e.g. ``grpo``): every other one's gain is also reported minus its gain."""
 
 
 def per_task_success(board: Path, env: str) -> tuple[dict[str, Any], dict[str, tuple[str, float]]]:
@@ -162,6 +169,98 @@ def summarize(per_seed: dict[int, dict[str, tuple[str, float]]], resamples: int,
     }
 
 
+def compare(
+    runs: dict[int, dict[str, tuple[str, float]]],
+    baseline: dict[int, dict[str, tuple[str, float]]],
+    resamples: int,
+    seed: int,
+) -> dict[str, Any]:
+    """One estimator's per-game gain minus a baseline's (points), with a bootstrap CI over games and seeds.
+
+    Each game's gain is averaged over each estimator's own seeds before the difference; a bootstrap
+    draw resamples the games and, separately, each estimator's seeds.
+
+    >>> a = {0: {"x": ("pick", 1.0), "y": ("pick", 0.0)}, 1: {"x": ("pick", 0.5), "y": ("pick", 0.0)}}
+    >>> b = {0: {"x": ("pick", 0.0), "y": ("pick", 0.5)}}
+    >>> c = compare(a, b, 100, 0)
+    >>> c["difference"], c["better"], c["worse"], c["seeds"], c["baseline_seeds"]
+    (12.5, 1, 1, [0, 1], [0])
+    """
+    tasks = sorted(next(iter(runs.values())))
+    if sorted(next(iter(baseline.values()))) != tasks:
+        raise ValueError("the estimator and the baseline were evaluated on different games")
+    ours = np.array([[runs[s][t][1] for t in tasks] for s in sorted(runs)])  # seeds x games
+    theirs = np.array([[baseline[s][t][1] for t in tasks] for s in sorted(baseline)])
+    by_task = ours.mean(axis=0) - theirs.mean(axis=0)
+    rng = np.random.default_rng(seed)
+
+    def seed_means(matrix: np.ndarray) -> np.ndarray:  # (resamples, games): each draw's seeds averaged
+        picks = rng.integers(0, len(matrix), size=(resamples, len(matrix)))
+        return matrix[picks].mean(axis=1)
+
+    games = rng.integers(0, len(tasks), size=(resamples, len(tasks)))
+    draws = np.take_along_axis(seed_means(ours) - seed_means(theirs), games, axis=1).mean(axis=1)
+    low, high = np.percentile(draws, [2.5, 97.5])
+    return {
+        "seeds": sorted(runs),
+        "baseline_seeds": sorted(baseline),
+        "games": len(tasks),
+        "difference": round(100 * float(by_task.mean()), 1),
+        "ci95": [round(100 * float(low), 1), round(100 * float(high), 1)],
+        "better": int((by_task > 0).sum()),
+        "worse": int((by_task < 0).sum()),
+    }
+
+
+def comparisons(gains: dict[str, Any], baseline: str, resamples: int, seed: int) -> dict[str, Any]:
+    """``{env: {estimator: {split: {step: compare(...)}}}}`` against ``baseline`` at the steps both reached."""
+    found = sorted({e for estimators in gains.values() for e in estimators})
+    if not any(baseline in estimators for estimators in gains.values()):
+        raise ValueError(f"--baseline {baseline!r} is in none of the runs; their estimators are {found}")
+    result: dict[str, Any] = {}
+    for env, estimators in gains.items():
+        reference = estimators.get(baseline, {})
+        for estimator, by_split in estimators.items():
+            if estimator == baseline:
+                continue
+            for split, steps in by_split.items():
+                for step, per_seed in sorted(steps.items()):
+                    if step in reference.get(split, {}):
+                        compared = compare(per_seed, reference[split][step], resamples, seed)
+                        result.setdefault(env, {}).setdefault(estimator, {}).setdefault(split, {})[step] = (
+                            compared
+                        )
+    return result
+
+
+def comparison_report(baseline: str, compared: dict[str, Any]) -> str:
+    """Markdown: one table per env and split, a row per estimator and step, minus ``baseline``."""
+    lines: list[str] = []
+    for env, estimators in compared.items():
+        for split, name in SPLITS.items():
+            rows = [
+                (e, step, c)
+                for e, by_split in estimators.items()
+                for step, c in by_split.get(split, {}).items()
+            ]
+            if not rows:
+                continue
+            lines += [
+                f"## {env}, {name}: gain minus {baseline}'s gain, per game (points)",
+                "",
+                f"| estimator | step | seeds | {baseline} seeds | difference | 95% CI (games and seeds) | games better / worse |",
+                "|---|---:|---|---|---:|---|---|",
+            ]
+            for estimator, step, c in rows:
+                lines.append(
+                    f"| {estimator} | {step} | {', '.join(map(str, c['seeds']))} | "
+                    f"{', '.join(map(str, c['baseline_seeds']))} | {c['difference']:+.1f} | "
+                    f"[{c['ci95'][0]:+.1f}, {c['ci95'][1]:+.1f}] | {c['better']} / {c['worse']} of {c['games']} |"
+                )
+            lines.append("")
+    return "\n".join(lines)
+
+
 def report(summaries: dict[str, Any]) -> str:
     """Markdown: one table per env and split, a row per estimator and step."""
     lines = ["# Held-out success gained over the SFT start, paired game by game", ""]
@@ -211,9 +310,14 @@ def main(args: Args) -> dict[str, Any]:
         }
         for env, estimators in gains.items()
     }
+    result: dict[str, Any] = {"gains": summaries}
     text = report(summaries)
+    if args.baseline is not None:
+        result["baseline"] = args.baseline
+        result["versus_baseline"] = comparisons(gains, args.baseline, args.resamples, args.seed)
+        text += "\n" + comparison_report(args.baseline, result["versus_baseline"])
     print(text)
-    return write_result(args, {"gains": summaries}, text)
+    return write_result(args, result, text)
 
 
 if __name__ == "__main__":

@@ -32,21 +32,26 @@ def _board(folder: Path, wins: dict[str, list[bool]], **identity) -> None:
 
 
 def _run(
-    root: Path, seed: int, after: dict[str, list[bool]], start: dict[str, list[bool]] | None, **identity
+    root: Path,
+    seed: int,
+    after: dict[str, list[bool]],
+    start: dict[str, list[bool]] | None,
+    estimator: str = "gigpo",
+    **identity,
 ) -> str:
-    """A bench_learning output folder: one gigpo seed evaluated at step 4 (and the SFT start when given)."""
+    """A bench_learning output folder: one seed evaluated at step 4 (and the SFT start when given)."""
     work = root / "work" / "alfworld"
     if start is not None:
         _board(work / "sft-board" / "heldout", start)
-    _board(work / f"gigpo-seed{seed}" / "eval-4" / "board" / "heldout", after, **identity)
+    _board(work / f"{estimator}-seed{seed}" / "eval-4" / "board" / "heldout", after, **identity)
     point = {"step": 4, "success": 0.0, "score": 0.0, "episodes": 6}
-    args = LearningArgs(env=["alfworld"], estimators=["gigpo"], seeds=[seed], output=str(root))
+    args = LearningArgs(env=["alfworld"], estimators=[estimator], seeds=[seed], output=str(root))
     if start is None:
         args.sft_checkpoint = str(root.parent / "first" / "work" / "alfworld" / "sft")
     result = {
         "args": asdict(args),
         "seconds": 1.0,
-        "envs": {"alfworld": {"sft": {}, "sft_eval": {}, "random_eval": {}, "runs": {"gigpo": [{"seed": seed, "points": [point]}]}}},
+        "envs": {"alfworld": {"sft": {}, "sft_eval": {}, "random_eval": {}, "runs": {estimator: [{"seed": seed, "points": [point]}]}}},
     }  # fmt: skip
     (root / "result.json").write_text(json.dumps(result))
     return str(root)
@@ -93,3 +98,30 @@ def test_a_run_without_its_start_episodes_names_where_they_come_from(tmp_path) -
     runs = [_run(tmp_path / "second", 1, START, None)]
     with pytest.raises(FileNotFoundError, match="bench_learning run that evaluated the checkpoint first"):
         main(Args(runs=runs, output=str(tmp_path / "gains")))
+
+
+def test_an_estimator_is_compared_with_a_baseline_game_by_game(tmp_path) -> None:
+    # gigpo seeds 0 and 1 (gains as in the first test): per game +0.5, -0.25, +0.25.
+    # grpo seed 0: pick-1 0 -> .5 (+.5), pick-2 .5 -> 0 (-.5), look-1 unchanged: per game +.5, -.5, 0.
+    # gigpo - grpo per game: 0, +0.25, +0.25: +1/6 on average; 2 games better, none worse.
+    runs = [
+        _run(tmp_path / "first", 0, {"pick-1": [True, True], "pick-2": [False, True], "look-1": [True, False]}, START),
+        _run(tmp_path / "second", 1, {"pick-1": [False, False], "pick-2": [False, False], "look-1": [False, False]}, None),
+        _run(tmp_path / "third", 0, {"pick-1": [True, False], "pick-2": [False, False], "look-1": [False, False]}, None, "grpo"),
+    ]  # fmt: skip
+    result = main(Args(runs=runs, output=str(tmp_path / "gains"), resamples=2000, baseline="grpo"))
+    c = result["versus_baseline"]["alfworld"]["gigpo"]["heldout"][4]
+    assert c["difference"] == pytest.approx(16.7) and (c["better"], c["worse"]) == (2, 0)
+    assert c["seeds"] == [0, 1] and c["baseline_seeds"] == [0]
+    assert c["ci95"][0] <= 16.7 <= c["ci95"][1]
+    assert "grpo" not in result["versus_baseline"]["alfworld"]  # the baseline is not compared with itself
+    table = (tmp_path / "gains" / "result.md").read_text()
+    assert "| gigpo | 4 | 0, 1 | 0 | +16.7 |" in table
+
+
+def test_a_baseline_absent_from_the_runs_names_those_present(tmp_path) -> None:
+    runs = [_run(tmp_path / "first", 0, START, START)]
+    with pytest.raises(
+        ValueError, match="--baseline 'grpo' is in none of the runs; their estimators are \\['gigpo'\\]"
+    ):
+        main(Args(runs=runs, output=str(tmp_path / "gains"), baseline="grpo"))
