@@ -28,7 +28,8 @@ from benchmarks.report import run_cli, write_result
 #: ``bench_learning`` settings that runs may differ in and still be merged: which runs, where, and how
 #: the SFT checkpoint was made (a run given ``--sft_checkpoint`` leaves those flags unset; the checkpoint's
 #: own ``sft_summary.json`` is compared instead). The game set's sizes are part of what is measured.
-MAY_DIFFER = {"estimators", "seeds", "output", "sft_checkpoint", "env_workers"} | (
+#: ``eval_every`` may differ between estimators (each point carries its step), not between one estimator's seeds.
+MAY_DIFFER = {"estimators", "seeds", "output", "sft_checkpoint", "env_workers", "eval_every"} | (
     set(SFT_RECIPE) - {"train_games", "heldout_games", "num_products"}
 )
 
@@ -104,9 +105,15 @@ def merge_results(results: list[dict[str, Any]], names: list[str]) -> tuple[Lear
                     if any(r["seed"] == seed for r in merged):
                         raise ValueError(f"{env} {estimator} seed {seed} is in more than one of the runs")
                     merged.append(seed_run)
-    for env in envs.values():
-        for runs in env["runs"].values():
+    for env_name, env in envs.items():
+        for estimator, runs in env["runs"].items():
             runs.sort(key=lambda r: r["seed"])
+            steps = {tuple(p["step"] for p in r["points"]) for r in runs}
+            if len(steps) > 1:  # a mean over seeds needs every seed at every step
+                raise ValueError(
+                    f"{env_name} {estimator}: its seeds were evaluated at different steps {sorted(steps)}; "
+                    "merge one estimator's runs of one --eval_every"
+                )
     seeds = sorted({r["seed"] for env in envs.values() for runs in env["runs"].values() for r in runs})
     estimators = list(dict.fromkeys(e for env in envs.values() for e in env["runs"]))
     args = LearningArgs(**{k: v for k, v in base.items() if k in known})

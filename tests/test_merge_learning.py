@@ -110,6 +110,21 @@ def test_runs_from_another_checkpoint_are_not_merged() -> None:
         merge_results([grpo, other], ["a", "b"])
 
 
+def test_estimators_evaluated_at_other_steps_merge_but_one_estimators_seeds_must_agree(tmp_path) -> None:
+    grpo = _result("grpo", [_run(0, [0.1, 0.3], [0.1, 0.1])], eval_every=8)
+    every_16 = _result("gigpo", [_run(0, [0.2, 0.2], [0.1, 0.1])], eval_every=16)
+    del every_16["envs"]["alfworld"]["runs"]["gigpo"][0]["points"][0]  # evaluated at step 16 only
+    folders = [_write(tmp_path / "a", grpo), _write(tmp_path / "b", every_16)]
+    main(Args(runs=folders, output=str(tmp_path / "merged")))
+    report = (tmp_path / "merged" / "result.md").read_text()
+    assert (
+        "| grpo | 5.0 | 10.0 ± 0.0 | 30.0 ± 0.0 |" in report and "| gigpo | 5.0 | — | 20.0 ± 0.0 |" in report
+    )
+    other_seed = _result("gigpo", [_run(1, [0.2, 0.2], [0.1, 0.1])], eval_every=8)  # gigpo at steps 8 and 16
+    with pytest.raises(ValueError, match="alfworld gigpo: its seeds were evaluated at different steps"):
+        merge_results([grpo, every_16, other_seed], ["a", "b", "c"])
+
+
 def test_a_seed_given_twice_is_an_error() -> None:
     first = _result("grpo", [_run(0, [0.1, 0.1], [0.1, 0.1])])
     again = _result("grpo", [_run(0, [0.2, 0.2], [0.1, 0.1])])
@@ -135,7 +150,7 @@ def test_the_sft_start_is_evaluated_once_per_checkpoint(tmp_path, monkeypatch) -
     monkeypatch.setattr(bench_learning, "evaluate", evaluate)
     sft = tmp_path / "sft"
     sft.mkdir()
-    args = LearningArgs(eval_group_size=2, eval_temperature=1.0)
+    args = LearningArgs(eval_group_size=2, eval_temperature=1.0, real_episodes=0)  # real games: at "f" below
     settings = bench_learning.env_settings(args, "alfworld", tmp_path / "games")
 
     def start(work: str, summary: dict = SFT, **changes):
