@@ -30,6 +30,7 @@ from __future__ import annotations
 import json
 import statistics
 from collections import defaultdict
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -236,61 +237,58 @@ def comparisons(gains: dict[str, Any], baseline: str, resamples: int, seed: int)
 def comparison_report(baseline: str, compared: dict[str, Any]) -> str:
     """Markdown: one table per env and split, a row per estimator and step, minus ``baseline``."""
     lines: list[str] = []
-    for env, estimators in compared.items():
-        for split, name in SPLITS.items():
-            rows = [
-                (e, step, c)
-                for e, by_split in estimators.items()
-                for step, c in by_split.get(split, {}).items()
-            ]
-            if not rows:
-                continue
-            lines += [
-                f"## {env}, {name}: gain minus {baseline}'s gain, per game (points)",
-                "",
-                f"| estimator | step | seeds | {baseline} seeds | difference | 95% CI (games and seeds) | games better / worse |",
-                "|---|---:|---|---|---:|---|---|",
-            ]
-            for estimator, step, c in rows:
-                lines.append(
-                    f"| {estimator} | {step} | {', '.join(map(str, c['seeds']))} | "
-                    f"{', '.join(map(str, c['baseline_seeds']))} | {c['difference']:+.1f} | "
-                    f"[{c['ci95'][0]:+.1f}, {c['ci95'][1]:+.1f}] | {c['better']} / {c['worse']} of {c['games']} |"
-                )
-            lines.append("")
+    for env, name, rows in _tables(compared):
+        lines += [
+            f"## {env}, {name}: gain minus {baseline}'s gain, per game (points)",
+            "",
+            f"| estimator | step | seeds | {baseline} seeds | difference | 95% CI (games and seeds) | games better / worse |",
+            "|---|---:|---|---|---:|---|---|",
+        ]
+        for estimator, step, c in rows:
+            lines.append(
+                f"| {estimator} | {step} | {', '.join(map(str, c['seeds']))} | "
+                f"{', '.join(map(str, c['baseline_seeds']))} | {c['difference']:+.1f} | "
+                f"[{c['ci95'][0]:+.1f}, {c['ci95'][1]:+.1f}] | {c['better']} / {c['worse']} of {c['games']} |"
+            )
+        lines.append("")
     return "\n".join(lines)
 
 
-def report(summaries: dict[str, Any]) -> str:
-    """Markdown: one table per env and split, a row per estimator and step."""
-    lines = ["# Held-out success gained over the SFT start, paired game by game", ""]
-    for env, estimators in summaries.items():
+def _tables(by_env: dict[str, Any]) -> Iterator[tuple[str, str, list[tuple[str, int, dict[str, Any]]]]]:
+    """``(env, split name, [(estimator, step, summary), ...])`` for each env and split that has rows."""
+    for env, estimators in by_env.items():
         for split, name in SPLITS.items():
             rows = [
                 (e, step, s)
                 for e, by_split in estimators.items()
                 for step, s in by_split.get(split, {}).items()
             ]
-            if not rows:
-                continue
-            seen = {k for _, _, s in rows for k in s["types"]}
-            kinds = [k for k in TYPE_COLUMNS if k in seen] + sorted(seen - TYPE_COLUMNS.keys())
-            lines += [
-                f"## {env}, {name}: gain in points (after RL − SFT start)",
-                "",
-                "| estimator | step | seeds | gain ± SD over seeds | per seed | 95% CI (games) | games better / worse | "
-                + " | ".join(TYPE_COLUMNS.get(k, k) for k in kinds)
-                + " |",
-                "|---|---:|---|---:|---|---|---|" + "---:|" * len(kinds),
-            ]
-            for estimator, step, s in rows:
-                per_type = " | ".join(f"{s['types'].get(k, float('nan')):+.1f}" for k in kinds)
-                lines.append(
-                    f"| {estimator} | {step} | {', '.join(map(str, s['seeds']))} | {s['gain']:+.1f} ± {s['seed_sd']:.1f} | "
-                    f"{', '.join(f'{g:+.1f}' for g in s['per_seed'])} | [{s['ci95'][0]:+.1f}, {s['ci95'][1]:+.1f}] | "
-                    f"{s['better']} / {s['worse']} of {s['games']} | {per_type} |"
-                )
-            lines.append("")
+            if rows:
+                yield env, name, rows
+
+
+def report(summaries: dict[str, Any]) -> str:
+    """Markdown: one table per env and split, a row per estimator and step."""
+    lines = ["# Held-out success gained over the SFT start, paired game by game", ""]
+    for env, name, rows in _tables(summaries):
+        seen = {k for _, _, s in rows for k in s["types"]}
+        kinds = [k for k in TYPE_COLUMNS if k in seen] + sorted(seen - TYPE_COLUMNS.keys())
+        lines += [
+            f"## {env}, {name}: gain in points (after RL − SFT start)",
+            "",
+            "| estimator | step | seeds | gain ± SD over seeds | per seed | 95% CI (games) | games better / worse | "
+            + " | ".join(TYPE_COLUMNS.get(k, k) for k in kinds)
+            + " |",
+            "|---|---:|---|---:|---|---|---|" + "---:|" * len(kinds),
+        ]
+        for estimator, step, s in rows:
+            per_type = " | ".join(f"{s['types'].get(k, float('nan')):+.1f}" for k in kinds)
+            lines.append(
+                f"| {estimator} | {step} | {', '.join(map(str, s['seeds']))} | {s['gain']:+.1f} ± {s['seed_sd']:.1f} | "
+                f"{', '.join(f'{g:+.1f}' for g in s['per_seed'])} | [{s['ci95'][0]:+.1f}, {s['ci95'][1]:+.1f}] | "
+                f"{s['better']} / {s['worse']} of {s['games']} | {per_type} |"
+            )
+        lines.append("")
     return "\n".join(lines)
 
 
