@@ -139,6 +139,13 @@ def collect_gains(args: Args) -> dict[str, Any]:
     return gains
 
 
+def _gain_matrix(per_seed: dict[int, dict[str, tuple[str, float]]]) -> tuple[list[str], np.ndarray]:
+    """The games (sorted) and their gains as a seeds (sorted) x games array."""
+    seeds = sorted(per_seed)
+    tasks = sorted(per_seed[seeds[0]])
+    return tasks, np.array([[per_seed[s][t][1] for t in tasks] for s in seeds])
+
+
 def summarize(per_seed: dict[int, dict[str, tuple[str, float]]], resamples: int, seed: int) -> dict[str, Any]:
     """Gain (points) of one estimator at one step and split: seed mean and SD, bootstrap CI, per type.
 
@@ -147,8 +154,7 @@ def summarize(per_seed: dict[int, dict[str, tuple[str, float]]], resamples: int,
     (12.5, 17.7, 1, 0, {'look': 0.0, 'pick': 25.0})
     """
     seeds = sorted(per_seed)
-    tasks = sorted(per_seed[seeds[0]])
-    matrix = np.array([[per_seed[s][t][1] for t in tasks] for s in seeds])  # seeds x games
+    tasks, matrix = _gain_matrix(per_seed)
     by_seed = matrix.mean(axis=1)
     by_task = matrix.mean(axis=0)
     rng = np.random.default_rng(seed)
@@ -187,11 +193,10 @@ def compare(
     >>> c["difference"], c["better"], c["worse"], c["seeds"], c["baseline_seeds"]
     (12.5, 1, 1, [0, 1], [0])
     """
-    tasks = sorted(next(iter(runs.values())))
-    if sorted(next(iter(baseline.values()))) != tasks:
+    tasks, ours = _gain_matrix(runs)
+    baseline_tasks, theirs = _gain_matrix(baseline)
+    if baseline_tasks != tasks:
         raise ValueError("the estimator and the baseline were evaluated on different games")
-    ours = np.array([[runs[s][t][1] for t in tasks] for s in sorted(runs)])  # seeds x games
-    theirs = np.array([[baseline[s][t][1] for t in tasks] for s in sorted(baseline)])
     by_task = ours.mean(axis=0) - theirs.mean(axis=0)
     rng = np.random.default_rng(seed)
 

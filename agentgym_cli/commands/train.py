@@ -145,7 +145,7 @@ def parse_args(argv: list[str]) -> tuple[TrainScriptArguments, Any]:
     trl_parser = TrlParser((TrainScriptArguments, StepGRPOConfig), prog="agentgym-rl train")
     flags = add_estimator_arguments(trl_parser)
     argv = with_default_output_dir(argv, "runs/agentgym-rl")
-    yaml_settings = _check_yaml_env(trl_parser, argv)
+    yaml_settings = _yaml_settings(trl_parser, argv)
     try:
         script_args, config, *rest = trl_parser.parse_args_and_config(argv)
         # The estimator flags default to "not given": the namespace left over holds those passed (or set by YAML).
@@ -174,8 +174,11 @@ def parse_args(argv: list[str]) -> tuple[TrainScriptArguments, Any]:
     return script_args, config
 
 
-def _check_yaml_env(parser: argparse.ArgumentParser, argv: list[str]) -> dict[str, Any]:
-    """The ``--config`` YAML's settings ({} without one); an ``env:`` that is not a mapping meant the env: say how to set it."""
+def _yaml_settings(parser: argparse.ArgumentParser, argv: list[str]) -> dict[str, Any]:
+    """The ``--config`` YAML's settings ({} without one).
+
+    An ``env:`` that is not a mapping meant the env: the parser exits saying how to set it.
+    """
     if "--config" not in argv or argv.index("--config") + 1 >= len(argv):
         return {}
     import yaml
