@@ -86,6 +86,11 @@ class Args:
     """Task types the generated ALFWorld games cycle through (e.g. ``pick_and_place_simple``
     ``look_at_obj_in_light``, the two without a state change); all six when empty. A set of other
     types gets a folder of its own and a checkpoint of its own."""
+    room_size: str = field(default="full", metadata={"help": "ALFWorld generated rooms: full or small."})
+    """Rooms of the generated ALFWorld games: ``full`` (10-17 receptacles, ~15 search steps) or ``small``
+    (5-8 receptacles, each fixture type its fewest times: about half the search). Small rooms are the
+    CPU-sized setting where a tiny clone wins often enough for group RL to have signal; a set of small
+    rooms gets a folder and a checkpoint of its own."""
     num_products: int = field(default=500, metadata={"help": "WebShop generated catalogue size."})
     """WebShop generated catalogue size (its train goals teach, its test goals evaluate)."""
     expert_episodes: int = field(default=720, metadata={"help": "Expert episodes per env."})
@@ -213,12 +218,15 @@ def alfworld_games(args: Args) -> Path:
     counts = {"train": args.train_games, "valid_unseen": args.heldout_games, "valid_seen": args.seen_games}
     seen = f"-{args.seen_games}seen" if args.seen_games else ""  # older sets (no valid_seen) keep their name
     types = "".join(f"-{t}" for t in args.task_types)  # all six: no suffix
+    rooms = "" if args.room_size == "full" else f"-{args.room_size}"  # full rooms: the older name
     return build_once(  # two benches started together make the set once
         cache_root()
         / "bench-learning"
-        / f"games-{args.train_games}-{args.heldout_games}{seen}{types}-{version_tag()}",
+        / f"games-{args.train_games}-{args.heldout_games}{seen}{types}{rooms}-{version_tag()}",
         lambda root: (root / "train").is_dir(),
-        lambda scratch: generate_games(scratch, counts=counts, task_types=args.task_types or TASK_TYPES),
+        lambda scratch: generate_games(
+            scratch, counts=counts, task_types=args.task_types or TASK_TYPES, room_size=args.room_size
+        ),
     )
 
 
@@ -263,6 +271,8 @@ def clone_expert(args: Args, env: str, settings: dict[str, Any], work: Path) -> 
     recipe = {name: getattr(args, name) for name in SFT_RECIPE}
     if args.task_types:  # (older checkpoints, made on all six, keep their recipe)
         recipe["task_types"] = args.task_types
+    if args.room_size != "full":  # (and those made in full rooms)
+        recipe["room_size"] = args.room_size
     summary_file = sft_dir / "sft_summary.json"
     if summary_file.is_file() and json.loads(summary_file.read_text()).get("recipe") == recipe:
         return sft_dir, json.loads(summary_file.read_text())
@@ -572,6 +582,10 @@ def main(args: Args) -> dict[str, Any]:
         raise ValueError(f"--seen_games must be 0 (none) or more (got {args.seen_games})")
     if args.real_episodes < 0:
         raise ValueError(f"--real_episodes must be 0 (none) or more (got {args.real_episodes})")
+    from agentgym_rl.alfworld.scenes import ROOM_SIZES
+
+    if args.room_size not in ROOM_SIZES:
+        raise ValueError(f"--room_size must be one of {', '.join(ROOM_SIZES)} (got {args.room_size!r})")
     from trainers.trajectories import check_expert
 
     for env in args.env:  # before any work: a later env's expert would fail after the first env's runs

@@ -100,6 +100,35 @@ def test_task_types_pick_which_types_the_games_cycle_through(tmp_path):
         generate_games(tmp_path / "c", counts={"train": 1}, task_types=[])
 
 
+def test_small_rooms_hold_each_fixture_type_its_fewest_times(tmp_path):
+    from agentgym_rl.alfworld.scenes import ROOM_STYLES, scene_layout
+
+    for style in ROOM_STYLES:
+        small = scene_layout(style, 3, 0, "small")
+        fewest = {kind: n for kind, n, _ in style.fixtures}
+        assert sorted(r.type for r in small.receptacles) == sorted(
+            k for k, n in fewest.items() for _ in range(n)
+        )
+        assert len(small.receptacles) <= len(scene_layout(style, 3, 0).receptacles)
+    sizes = {s.name: sum(n for _, n, _ in s.fixtures) for s in ROOM_STYLES}
+    assert sizes == {"kitchen": 8, "livingroom": 5, "bedroom": 5, "bathroom": 6}
+    # The games are solvable: each walkthrough wins through the env, and differs from the full rooms' games.
+    folder = generate_games(tmp_path / "small", counts={"train": 6}, room_size="small")
+    env = gym.make("AgentGymRL/ALFWorld-v0", split="train", data_dir=str(folder))
+    for task in env.unwrapped.task_ids:
+        obs, info = env.reset(options={"task": task})
+        go_tos = [a for a in info["admissible_actions"] if a.startswith("go to ")]
+        assert 5 <= len(go_tos) <= 8, (task, go_tos)
+        for action in env.unwrapped.walkthrough:
+            obs, reward, terminated, truncated, info = env.step(action)
+        assert info["won"] and terminated, task
+    env.close()
+    small, full = _files(folder), _files(generate_games(tmp_path / "full", counts={"train": 6}))
+    assert all(small[name] != full.get(name) for name in small)  # other rooms, whatever the names
+    with pytest.raises(ValueError, match="room_size must be one of"):
+        generate_games(tmp_path / "bad", counts={"train": 1}, room_size="tiny")
+
+
 def test_root_is_versioned_and_returns_at_once(root):
     assert root.name == version_tag() and root.parent.name == "alfworld-generated"
     start = time.perf_counter()

@@ -133,6 +133,35 @@ def test_16_step_config_parses_into_the_readme_recipe() -> None:
     assert (args.eval_group_size, args.eval_temperature, args.seen_games) == (4, 1.0, 48)
 
 
+def test_small_room_config_parses_into_the_easy_setting() -> None:
+    """``configs/alfworld_small.yaml``: small rooms, the two task types without a state change, 20 steps."""
+    from agentgym_rl.cli_args import make_command_parser, parse_command_args
+
+    config = Path(__file__).resolve().parents[1] / "configs" / "alfworld_small.yaml"
+    parser = make_command_parser(Args, name="bench_learning", description="bench_learning")
+    args = parse_command_args(parser, Args, ["--config", str(config)])
+    assert args.room_size == "small" and args.max_env_steps == 20
+    assert args.task_types == ["pick_and_place_simple", "look_at_obj_in_light"]
+    assert (args.expert, args.expert_episodes, args.sft_epochs, args.rl_steps) == ("search", 480, 4.0, 16)
+
+
+def test_unknown_room_size_is_rejected_before_any_work(tmp_path) -> None:
+    args = Args(room_size="tiny", output=str(tmp_path / "out"))
+    with pytest.raises(ValueError, match="--room_size must be one of full, small \\(got 'tiny'\\)"):
+        main(args)
+    assert not (tmp_path / "out").exists()
+
+
+def test_small_rooms_get_a_game_set_of_their_own(tmp_path, monkeypatch) -> None:
+    from benchmarks.bench_learning import alfworld_games
+
+    monkeypatch.setenv("AGENTGYM_RL_CACHE", str(tmp_path))
+    full = alfworld_games(Args(train_games=2, heldout_games=1))
+    small = alfworld_games(Args(train_games=2, heldout_games=1, room_size="small"))
+    assert full != small and "-small-" in small.name and "-small-" not in full.name
+    assert len(list((small / "train").iterdir())) == 2
+
+
 def test_a_shop_without_train_goals_is_rejected_before_any_work(tmp_path) -> None:
     """200 generated products leave the train split no goals: said before the ALFWorld clone, not after it."""
     args = Args(env=["alfworld", "webshop"], num_products=200, output=str(tmp_path / "out"))

@@ -96,3 +96,21 @@ def test_a_yaml_output_dir_is_not_overridden_by_the_default(tmp_path):
         "runs/default",
     ]
     assert with_default_output_dir(["--output_dir", "x"], "runs/default") == ["--output_dir", "x"]
+
+
+def test_data_generate_writes_small_rooms(tmp_path, capsys):
+    import json
+
+    from agentgym_rl.alfworld.generator import DEFAULT_COUNTS
+
+    assert main(["data", "generate", "alfworld", "--output", str(tmp_path), "--room_size", "small"]) == 0
+    assert str(tmp_path) in capsys.readouterr().out
+    games = sorted(tmp_path.rglob("game.tw-pddl"))
+    assert len(games) == sum(DEFAULT_COUNTS.values())
+    for game in games:  # a small room holds 5-8 receptacles; the full rooms 10-17
+        problem = json.loads(game.read_text())["pddl_problem"]
+        objects = problem.split("(:objects", 1)[1].split(")", 1)[0]
+        assert 5 <= objects.count(" - receptacle") <= 8, game
+    with pytest.raises(SystemExit):
+        main(["data", "generate", "alfworld", "--output", str(tmp_path / "x"), "--room_size", "tiny"])
+    assert "invalid choice: 'tiny'" in capsys.readouterr().err

@@ -5,7 +5,8 @@
   (needs internet; default folder ``~/.cache/alfworld``, alfworld's own).
 - ``agentgym-rl data prepare alfworld [--split S]``: extract the archive and fill the
   on-disk translation cache so that cold resets cost ~50 ms (progress bar).
-- ``agentgym-rl data generate alfworld --output DIR``: write the embedded generated games.
+- ``agentgym-rl data generate alfworld --output DIR [--room_size small]``: write the embedded
+  generated games (or a set in small rooms, about half the search).
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import argparse
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from agentgym_rl.alfworld.scenes import ROOM_SIZES
 from agentgym_rl.cli_args import make_command_parser, parse_command_args
 
 ACTIONS = ("info", "download", "prepare", "generate")
@@ -41,6 +43,13 @@ class Args:
     )
     output: str | None = field(default=None, metadata={"help": "Output folder for generate."})
     seed: int = field(default=0, metadata={"help": "Seed for generate."})
+    room_size: str = field(
+        default="full",
+        metadata={
+            "help": "Rooms for generate: full (10-17 receptacles) or small (5-8).",
+            "choices": ROOM_SIZES,
+        },
+    )
     force: bool = field(default=False, metadata={"help": "Download again even if the data is there."})
 
 
@@ -114,7 +123,7 @@ def main(argv: list[str] | None = None, parser: argparse.ArgumentParser | None =
 
     if not args.output:
         raise SystemExit("error: generate needs --output DIR")
-    print(f"generated games in {generate_games(Path(args.output), seed=args.seed)}")
+    print(f"generated games in {generate_games(Path(args.output), seed=args.seed, room_size=args.room_size)}")
     return 0
 
 

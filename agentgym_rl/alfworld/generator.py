@@ -39,6 +39,7 @@ from agentgym_rl.alfworld.scenes import (
     Layout,
     Receptacle,
     can_contain,
+    check_room_size,
     entity_id,
     import_alfworld,
     object_properties,
@@ -361,11 +362,16 @@ class _Planner:
 
 
 def _generate(
-    task_type: str, rng: random.Random, scenes: tuple[int, ...], layout_seed: int, planner: _Planner
+    task_type: str,
+    rng: random.Random,
+    scenes: tuple[int, ...],
+    layout_seed: int,
+    planner: _Planner,
+    room_size: str = "full",
 ) -> tuple[_Task, dict[str, Any]]:
     styles = styles_for(task_type)
     for _ in range(_MAX_ATTEMPTS):
-        layout = scene_layout(rng.choice(styles), rng.choice(scenes), layout_seed)
+        layout = scene_layout(rng.choice(styles), rng.choice(scenes), layout_seed, room_size)
         task = _draw_task(task_type, layout, rng)
         if task is None:
             continue
@@ -383,6 +389,7 @@ def generate_game(
     *,
     scenes: tuple[int, ...] = SEEN_SCENES,
     layout_seed: int = 0,
+    room_size: str = "full",
 ) -> dict[str, Any]:
     """Generate one solvable game of ``task_type``.
 
@@ -391,21 +398,23 @@ def generate_game(
         rng: Draws the room style, scene, task and object placement.
         scenes: Scene numbers (1-30, before the room style's offset) to draw from.
         layout_seed: Seed of the scenes' furniture (a scene has the same furniture in every trial).
+        room_size: ``"full"`` or ``"small"`` rooms (see :func:`~agentgym_rl.alfworld.scenes.scene_layout`).
 
     Returns:
         The game JSON: ``pddl_domain``, ``grammar``, ``pddl_problem``, ``solvable`` and the
         planner's ``walkthrough``, verified to win.
 
     Raises:
-        ValueError: ``task_type`` is not an ALFWorld task type.
+        ValueError: ``task_type`` is not an ALFWorld task type, or an unknown ``room_size``.
     """
     if task_type not in TASK_TYPES:
         raise ValueError(f"unknown task type {task_type!r}; choose one of {TASK_TYPES}")
+    check_room_size(room_size)
     with (
         tempfile.TemporaryDirectory(prefix="agentgym-rl-alfworld-") as scratch,
         _Planner(Path(scratch)) as planner,
     ):
-        return _generate(task_type, rng, scenes, layout_seed, planner)[1]
+        return _generate(task_type, rng, scenes, layout_seed, planner, room_size)[1]
 
 
 def generate_games(
@@ -413,6 +422,7 @@ def generate_games(
     counts: dict[str, int] | None = None,
     seed: int = 0,
     task_types: tuple[str, ...] | list[str] = TASK_TYPES,
+    room_size: str = "full",
 ) -> Path:
     """Write generated games in the official layout, deterministically from ``seed``.
 
@@ -427,13 +437,16 @@ def generate_games(
         seed: Same seed, byte-identical files.
         task_types: The task types to cycle through (a subset of :data:`TASK_TYPES`, e.g. only
             ``pick_and_place_simple`` for an easier set).
+        room_size: ``"full"`` rooms (10-17 receptacles) or ``"small"`` ones (5-8: each fixture type
+            its fewest times), an easier set whose searches are about half as long.
 
     Returns:
         ``out_dir``.
 
     Raises:
-        ValueError: An unknown split or task type, or no task type.
+        ValueError: An unknown split, task type or room size, or no task type.
     """
+    check_room_size(room_size)
     counts = dict(DEFAULT_COUNTS if counts is None else counts)
     unknown = set(counts) - set(ALFWORLD_SPLITS)
     if unknown:
@@ -462,7 +475,12 @@ def generate_games(
             planner = idle.get()
             try:
                 return _generate(
-                    task_types[i % len(task_types)], job_rng(split, i, retry), scenes, seed, planner
+                    task_types[i % len(task_types)],
+                    job_rng(split, i, retry),
+                    scenes,
+                    seed,
+                    planner,
+                    room_size,
                 )
             finally:
                 idle.put(planner)

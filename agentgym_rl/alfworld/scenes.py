@@ -19,12 +19,14 @@ from types import ModuleType
 __all__ = [
     "LAMP_HOLDERS",
     "OPENABLE",
+    "ROOM_SIZES",
     "ROOM_STYLES",
     "TASK_APPLIANCE",
     "Layout",
     "Receptacle",
     "RoomStyle",
     "can_contain",
+    "check_room_size",
     "entity_id",
     "import_alfworld",
     "location_id",
@@ -35,6 +37,8 @@ __all__ = [
 
 #: Receptacle types that open and close (objects inside are hidden until opened).
 OPENABLE = frozenset({"Cabinet", "Drawer", "Fridge", "Microwave", "Safe"})
+#: Room sizes of the generated games (see :func:`scene_layout`).
+ROOM_SIZES = ("full", "small")
 #: Receptacles a desk lamp stands on (as in the official look_at_obj_in_light games).
 LAMP_HOLDERS = ("Desk", "SideTable", "Dresser")
 #: The appliance each transforming task needs, and so may not be that task's target.
@@ -305,18 +309,36 @@ class Layout:
         return sorted({r.type for r in self.receptacles})
 
 
+def check_room_size(room_size: str) -> None:
+    """Raise ``ValueError`` unless ``room_size`` is one of :data:`ROOM_SIZES`."""
+    if room_size not in ROOM_SIZES:
+        raise ValueError(f"room_size must be one of {ROOM_SIZES}, got {room_size!r}")
+
+
 @cache
-def scene_layout(style: RoomStyle, scene: int, seed: int) -> Layout:
+def scene_layout(style: RoomStyle, scene: int, seed: int, room_size: str = "full") -> Layout:
     """The furniture of scene ``scene`` (1-30) of ``style``.
 
     Drawn from its own seed, so that every trial of a scene shares it (as ALFRED's
     trials share their scene).
+
+    Args:
+        style: The room style.
+        scene: Scene number, 1-30 (before the style's offset).
+        seed: Seed of the furniture.
+        room_size: ``"full"``: each fixture type appears between its fewest and most times (10-17
+            receptacles a room). ``"small"``: each its fewest times, so optional furniture is absent
+            (5-8 receptacles): shorter searches, for CPU-sized demos and curricula.
+
+    Raises:
+        ValueError: Unknown ``room_size``.
     """
+    check_room_size(room_size)
     rng = random.Random(f"agentgym-rl/alfworld/layout/{seed}/{style.name}/{scene}")
     used: set[str] = set()
     receptacles = []
     for kind, fewest, most in style.fixtures:
-        for _ in range(rng.randint(fewest, most)):
+        for _ in range(fewest if room_size == "small" else rng.randint(fewest, most)):
             receptacles.append(Receptacle(entity_id(kind, rng, used), kind, location_id(rng, used)))
     start = location_id(rng, used)
     return Layout(style, style.scene_base + scene, tuple(receptacles), start, frozenset(used))
