@@ -145,6 +145,12 @@ class Args:
     groups that step-level estimators can use and outcome-only GRPO cannot."""
     beta: float = field(default=0.01, metadata={"help": "KL coefficient (reference: the SFT model)."})
     """KL coefficient; the reference model is the SFT checkpoint."""
+    estimator_kwargs: str | None = field(
+        default=None,
+        metadata={"help": "JSON of estimator options for every run, e.g. '{\"add_episode\": true}'."},
+    )
+    """Options of the estimators' configs (``trainers.estimator_configs``) as ``train --estimator_kwargs``
+    takes them, the same for every estimator of the run (so mostly with one ``--estimators``)."""
     temperature: float = field(default=1.0, metadata={"help": "Rollout sampling temperature."})
     """Sampling temperature of the RL rollouts."""
     max_completion_length: int | None = field(
@@ -248,6 +254,26 @@ def check_webshop_goals(args: Args) -> None:
             WebShopEnv(split=split, num_products=args.num_products).close()
         except ValueError as error:
             raise ValueError(f"--num_products {args.num_products}: {error}") from None
+
+
+def check_estimator_kwargs(args: Args) -> None:
+    """Every estimator of the run takes ``--estimator_kwargs``.
+
+    Raises:
+        ValueError: Not a JSON object, or an option an estimator's config does not have.
+    """
+    from trainers.config import StepGRPOConfig
+
+    for estimator in args.estimators:
+        try:
+            StepGRPOConfig(
+                output_dir=args.output,
+                estimator=estimator,
+                estimator_kwargs=args.estimator_kwargs,
+                report_to="none",
+            )
+        except ValueError as error:
+            raise ValueError(f"--estimator_kwargs for {estimator}: {error}") from None
 
 
 def env_settings(args: Args, env: str, data_dir: Path | None) -> dict[str, Any]:
@@ -401,6 +427,7 @@ def rl_run(
         num_tasks=args.num_tasks, group_size=args.group_size, max_env_steps=args.max_env_steps,
         env_workers=args.env_workers, estimator=estimator, learning_rate=args.learning_rate, beta=args.beta,
         temperature=args.temperature, penalize_inadmissible=args.penalize_inadmissible,
+        estimator_kwargs=args.estimator_kwargs,
         max_completion_length=reply_tokens(args, env), per_device_train_batch_size=32,
         max_steps=args.rl_steps, logging_steps=1, save_strategy="no", report_to="none", seed=seed,
     )  # fmt: skip
@@ -592,6 +619,8 @@ def main(args: Args) -> dict[str, Any]:
         check_expert(env, expert_of(args, env))
     if "webshop" in args.env:
         check_webshop_goals(args)
+    if args.estimator_kwargs:  # before the clone: a misspelled option would fail at the first RL run
+        check_estimator_kwargs(args)
     if args.sft_checkpoint and len(args.env) != 1:
         raise ValueError(f"--sft_checkpoint is one env's model; pass a single --env (got {args.env})")
     out = Path(args.output)

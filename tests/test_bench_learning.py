@@ -152,6 +152,18 @@ def test_unknown_room_size_is_rejected_before_any_work(tmp_path) -> None:
     assert not (tmp_path / "out").exists()
 
 
+def test_bad_estimator_kwargs_are_rejected_before_any_work(tmp_path) -> None:
+    args = Args(estimators=["3spo"], estimator_kwargs='{"add_episodes": true}', output=str(tmp_path / "out"))
+    with pytest.raises(ValueError, match="--estimator_kwargs for 3spo: .*'add_episodes' -> 'add_episode'"):
+        main(args)
+    assert not (tmp_path / "out").exists()
+    from benchmarks.bench_learning import check_estimator_kwargs
+
+    check_estimator_kwargs(
+        Args(estimators=["3spo"], estimator_kwargs='{"add_episode": true}')
+    )  # a real option
+
+
 def test_small_rooms_get_a_game_set_of_their_own(tmp_path, monkeypatch) -> None:
     from benchmarks.bench_learning import alfworld_games
 
