@@ -9,6 +9,9 @@ for a real one). Two parts, in one run:
 2. Success rate per step for each estimator on the one-step TextBandit (known best
    action; the tiny model may only say the option letters), same seeds: a real run that
    shows every estimator's signal reaching the policy.
+3. Padding: one rollout's loss (forward + backward) and reference forward with its rows in
+   rollout order against sorted by length (``StepGRPOConfig.sort_by_length``, the default),
+   chunks trimmed to their longest row either way; timed alternately, the ratio of medians.
 """
 
 from __future__ import annotations
@@ -46,6 +49,10 @@ class Args:
     """Training steps per estimator in the curves."""
     bandit_options: int = field(default=3, metadata={"help": "Options of the bandit (chance = 1/options)."})
     """Options of the TextBandit (a uniform chooser succeeds 1/options of the time)."""
+    padding_repeats: int = field(
+        default=5, metadata={"help": "Timed repeats of each row order (padding part)."}
+    )
+    """Timed repeats of each row order in the padding part (alternating)."""
     seed: int = field(default=0, metadata={"help": "Seed."})
     """Seed of everything."""
     output: str = field(default="results/bench_trainer", metadata={"help": "Folder for JSON + Markdown."})
@@ -91,6 +98,60 @@ def time_split(args: Args, model: str, scratch: Path) -> dict[str, float]:
     result = {name: statistics.median(values) for name, values in parts.items()}
     result["rows per step"] = statistics.median(h["env/rows"] for h in logs)
     result["wall (all steps)"] = wall
+    return result
+
+
+def padding_split(args: Args, model: str, scratch: Path) -> dict[str, float]:
+    """Median seconds of one rollout's loss and reference forward, rows in rollout order or sorted by length."""
+    import torch
+
+    from trainers import StepGRPOConfig, StepGRPOTrainer
+
+    chunk = 16
+    config = StepGRPOConfig(
+        output_dir=str(scratch / "padding"), env_id="alfworld", env_kwargs={"data_dir": "generated"},
+        estimator="gigpo", num_tasks=args.num_tasks, group_size=args.group_size, max_env_steps=args.max_env_steps,
+        per_device_train_batch_size=chunk, max_completion_length=args.max_completion_length, beta=0.04,
+        sort_by_length=False, report_to="none", save_strategy="no", seed=args.seed,
+    )  # fmt: skip
+    trainer = StepGRPOTrainer(model=model, args=config)
+    try:
+        trainer.create_optimizer_and_scheduler(num_training_steps=1)
+        batch = trainer._generate_and_score_completions([{"prompt": "rollout"}] * 4)
+    finally:
+        trainer.close()
+    rows = batch["prompt_ids"].size(0)
+    lengths = batch["prompt_mask"].sum(1) + batch["completion_mask"].sum(1)
+    order = torch.argsort(lengths, stable=True)
+    orders = {
+        "rollout order": batch,
+        "sorted by length": {
+            k: v[order] if torch.is_tensor(v) and v.dim() and v.size(0) == rows else v
+            for k, v in batch.items()
+        },
+    }
+    seconds: dict[str, list[float]] = {name: [] for name in orders}
+    positions: dict[str, int] = {}
+    for _ in range(args.padding_repeats):
+        for name, rows_batch in orders.items():
+            start = time.perf_counter()
+            trainer.model.zero_grad()
+            trainer.backward_rows(trainer.model, rows_batch, chunk)
+            with torch.no_grad():
+                trainer._chunked_logps(trainer.model, rows_batch, chunk)  # what the reference forward costs
+            seconds[name].append(time.perf_counter() - start)
+            positions[name] = sum(
+                c["prompt_ids"].numel() + c["completion_ids"].numel()
+                for c in (trainer._chunk(rows_batch, b, chunk) for b in range(0, rows, chunk))
+            )
+    result = {f"{name} (s)": statistics.median(values) for name, values in seconds.items()}
+    result.update({f"{name} (positions)": float(count) for name, count in positions.items()})
+    # Before chunks were trimmed, every chunk had the whole batch's widths.
+    result["untrimmed (positions)"] = float(
+        rows * (batch["prompt_ids"].size(1) + batch["completion_ids"].size(1))
+    )
+    result["tokens"] = float(lengths.sum())
+    result["rows"] = float(rows)
     return result
 
 
@@ -140,6 +201,7 @@ def main(args: Args) -> dict:
     with tempfile.TemporaryDirectory() as scratch:
         split = time_split(args, model, Path(scratch))
         curve = curves(args, model, Path(scratch))
+        padding = padding_split(args, model, Path(scratch))
 
     step = sum(
         v
@@ -172,6 +234,23 @@ def main(args: Args) -> dict:
         "| estimator | " + " | ".join(str(i + 1) for i in range(args.curve_steps)) + " |",
         "|---|" + "---:|" * args.curve_steps,
         *[f"| {name} | " + " | ".join(f"{v:.2f}" for v in values) + " |" for name, values in curve.items()],
+        "",
+        f"## Padding: one rollout's loss + reference forward ({padding['rows']:.0f} rows, "
+        f"{padding['tokens']:.0f} tokens, chunks of 16 trimmed to their longest row; medians of "
+        f"{args.padding_repeats}, alternating)",
+        "",
+        "| rows | seconds | positions computed | padding share |",
+        "|---|---:|---:|---:|",
+        *[
+            f"| {name} | {padding[f'{name} (s)']:.3f} | {padding[f'{name} (positions)']:.0f} | "
+            f"{100 * (1 - padding['tokens'] / padding[f'{name} (positions)']):.1f}% |"
+            for name in ("rollout order", "sorted by length")
+        ],
+        "",
+        f"sorted / rollout order: {padding['sorted by length (s)'] / padding['rollout order (s)']:.2f}x the time. "
+        f"Chunks padded to the whole batch's widths (no trimming) would compute "
+        f"{padding['untrimmed (positions)']:.0f} positions "
+        f"({100 * (1 - padding['tokens'] / padding['untrimmed (positions)']):.1f}% padding).",
     ]
     report = "\n".join(lines)
     print(report)
@@ -179,9 +258,12 @@ def main(args: Args) -> dict:
         "args": asdict(args),
         "time_split": split,
         "curves": curve,
+        "padding": padding,
         "ratios": {
             "advantages + bookkeeping / step": split["advantages + bookkeeping"] / step,
             "env + advantages + bookkeeping / step": overhead / step,
+            "sorted / rollout order (loss + reference)": padding["sorted by length (s)"]
+            / padding["rollout order (s)"],
         },
     }
     return write_result(args, result, report)

@@ -212,15 +212,87 @@ def test_chunked_backward_equals_one_shot_gradient(model_path, alfworld_envs, tm
             trainer.model.zero_grad()
             trainer.backward_rows(trainer.model, batch, chunk_size)
             grads.append({n: p.grad.clone() for n, p in trainer.model.named_parameters()})
-        for name, one_shot in grads[1].items():
-            scale = float(one_shot.abs().max())
-            torch.testing.assert_close(
-                grads[0][name],
-                one_shot,
-                rtol=1e-6,
-                atol=max(1e-7 * scale, 1e-12),
-                msg=lambda m, where=f"{loss_type} {name}": f"{where}: {m}",
-            )
+        _assert_same_gradients(grads[0], grads[1], loss_type)
+
+
+def test_chunks_are_trimmed_to_their_longest_row():
+    # Three rows: prompts of 2, 4 and 1 tokens (left-padded to 5), completions of 1, 3 and 2 (right-padded to 4).
+    prompt_mask = torch.tensor([[0, 0, 0, 1, 1], [0, 1, 1, 1, 1], [0, 0, 0, 0, 1]])
+    completion_mask = torch.tensor([[1, 0, 0, 0], [1, 1, 1, 0], [1, 1, 0, 0]])
+    batch = {
+        "prompt_ids": prompt_mask * 7,
+        "prompt_mask": prompt_mask,
+        "completion_ids": completion_mask * 9,
+        "completion_mask": completion_mask,
+        "ref_per_token_logps": completion_mask * -0.5,
+        "advantages": torch.tensor([1.0, -1.0, 2.0]),
+        "num_items_in_batch": torch.tensor(6),
+    }
+    first = StepGRPOTrainer._chunk(batch, 0, 2)  # rows 0 and 1: prompts up to 4, completions up to 3
+    assert first["prompt_ids"].shape == (2, 4) and first["completion_ids"].shape == (2, 3)
+    assert first["prompt_mask"].tolist() == [[0, 0, 1, 1], [1, 1, 1, 1]]
+    assert first["ref_per_token_logps"].shape == (2, 3)
+    last = StepGRPOTrainer._chunk(batch, 2, 2)  # row 2 and one zero-weight padding row
+    assert last["prompt_mask"].tolist() == [[1], [1]]
+    assert last["completion_mask"].tolist() == [[1, 1], [0, 0]]
+    assert last["advantages"].tolist() == [2.0, 0.0]
+    assert int(last["num_items_in_batch"]) == 6  # scalars pass through
+
+
+def test_sorted_trimmed_chunks_give_the_one_shot_gradient_and_reference_logps(
+    model_path, alfworld_envs, tmp_path
+):
+    args = _config(tmp_path, estimator="gigpo", beta=0.04)
+    assert args.sort_by_length  # the default
+    trainer = StepGRPOTrainer(model=model_path, args=args, envs=alfworld_envs)
+    batch = trainer._generate_and_score_completions([{"prompt": "rollout"}] * 4)
+    assert batch["advantages"].abs().sum() > 0  # else the gradients compared would be rounding alone
+    lengths = batch["prompt_mask"].sum(1)
+    assert torch.equal(lengths, lengths.sort().values)  # rows ordered by prompt length
+    trainer.model.to(torch.float64)
+    batch = {k: v.double() if torch.is_tensor(v) and v.is_floating_point() else v for k, v in batch.items()}
+    rows = batch["prompt_ids"].size(0)
+    with torch.no_grad():  # the reference log-probs of the untrimmed whole batch
+        ids = torch.cat([batch["prompt_ids"], batch["completion_ids"]], dim=1)
+        mask = torch.cat([batch["prompt_mask"], batch["completion_mask"]], dim=1)
+        width = batch["completion_ids"].size(1)
+        whole = trainer._get_per_token_logps_and_entropies(trainer.model, ids, mask, width, batch_size=rows)[
+            0
+        ]
+        chunked = trainer._chunked_logps(trainer.model, batch, 3)
+    used = batch["completion_mask"].bool()
+    # Up to the float32 rotary rounding of _assert_same_gradients; a shifted column is off by whole nats.
+    torch.testing.assert_close(chunked[used], whole[used], rtol=1e-5, atol=1e-5)
+    assert not chunked[~used].any()  # padding columns stay zero
+    batch["ref_per_token_logps"] = whole
+    # Trimmed chunks of 3 rows against one untrimmed shot of a shuffled batch: equal gradients.
+    shuffled = torch.randperm(rows, generator=torch.Generator().manual_seed(0))
+    reordered = {
+        k: v[shuffled] if torch.is_tensor(v) and v.dim() and v.size(0) == rows else v
+        for k, v in batch.items()
+    }
+    grads = []
+    for rows_batch, chunk_size in ((batch, 3), (reordered, rows)):
+        trainer.model.zero_grad()
+        trainer.backward_rows(trainer.model, rows_batch, chunk_size)
+        grads.append({n: p.grad.clone() for n, p in trainer.model.named_parameters()})
+    _assert_same_gradients(grads[0], grads[1], "sorted and trimmed")
+
+
+def _assert_same_gradients(chunked: dict, one_shot: dict, what: str) -> None:
+    """Equal up to rounding. The chunks are trimmed to their own widths, which moves every token of a
+    chunk by the same number of positions: rotary attention sees the same relative positions, but
+    transformers computes the rotary cos/sin in float32, so logits move by about 1e-7 relatively. A wrong
+    chunk weight or a lost row moves gradients by whole percents."""
+    for name, expected in one_shot.items():
+        scale = float(expected.abs().max())
+        torch.testing.assert_close(
+            chunked[name],
+            expected,
+            rtol=1e-4,
+            atol=max(1e-5 * scale, 1e-12),
+            msg=lambda m, where=f"{what} {name}": f"{where}: {m}",
+        )
 
 
 def test_checkpoint_resume_restores_the_estimator_state(model_path, alfworld_envs, tmp_path):

@@ -106,6 +106,14 @@ class StepGRPOConfig(GRPOConfig):
     post_step_updates (`int` or `None`, *optional*):
         Post-step optimization: episodes stay alive across optimizer steps and one update
         happens every this many lockstep env steps, on the rows of those steps (`None`: off).
+
+    > Parameters that control the loss batches
+
+    sort_by_length (`bool`, *optional*, defaults to `True`):
+        Order a rollout's rows by length before cutting them into chunks, so that each chunk's
+        padding (trimmed to its longest row) is small. The gradient is the same (the rows' sum
+        does not depend on their order, and rotary attention on relative positions only);
+        `False` keeps the rollout's order.
     """
 
     # Parameters that control the environment
@@ -188,6 +196,14 @@ class StepGRPOConfig(GRPOConfig):
         default=None,
         metadata={
             "help": "3SPO post-step optimization: update every this many env steps, episodes kept alive."
+        },
+    )
+
+    # Parameters that control the loss batches
+    sort_by_length: bool = field(
+        default=True,
+        metadata={
+            "help": "Order a rollout's rows by length before chunking them (less padding, same gradient)."
         },
     )
 

@@ -15,7 +15,8 @@ Five hooks are overridden, one per concern (``DESIGN.md``, "Notes on TRL 1.16 in
   (``split_tensor_dict``) would silently drop ``K mod steps_per_generation`` rows, so ours
   cuts all K rows into chunks of ``per_device_train_batch_size`` (the last one topped up
   with zero-weight rows), one backward each, so that the summed gradient equals the
-  one-shot batch's.
+  one-shot batch's. Rows come sorted by length (``sort_by_length``) and each chunk is
+  trimmed to its longest row, so chunks compute little padding.
 - ``_save_checkpoint`` / ``_load_optimizer_and_scheduler``: the parent saves and restores
   model, optimizer and TRL state; ours also saves and restores the estimator's
   cross-iteration state (3SPO's table, ProGPO-R's averages) in each checkpoint.
@@ -66,6 +67,29 @@ def _pad(
         else:
             ids[i, : len(row)], mask[i, : len(row)] = torch.tensor(row), 1
     return ids, mask
+
+
+def _trim_padding(chunk: dict[str, Any], real: torch.Tensor) -> dict[str, Any]:
+    """Drop the columns that are padding in every real row of ``chunk``.
+
+    Prompts are left-padded and completions right-padded, so the prompt keeps its last
+    columns and every completion-aligned tensor (ids, masks, per-token log-probabilities)
+    its first ones. The logits do not change: rotary attention sees relative positions only.
+    """
+    # At least one column each: logits_to_keep = 0 would mean "all positions" to the model.
+    prompt_width = max(int(chunk["prompt_mask"][real].sum(1).max()), 1) if bool(real.any()) else 1
+    used = chunk["completion_mask"].any(0).nonzero()
+    completion_width = int(used.max()) + 1 if used.numel() else 1
+    rows, full_prompt = chunk["prompt_ids"].shape
+    full_completion = chunk["completion_ids"].size(1)
+    trimmed: dict[str, Any] = {}
+    for key, value in chunk.items():
+        if key in ("prompt_ids", "prompt_mask"):
+            value = value[:, full_prompt - prompt_width :]
+        elif isinstance(value, torch.Tensor) and value.dim() == 2 and value.shape == (rows, full_completion):
+            value = value[:, :completion_width]
+        trimmed[key] = value
+    return trimmed
 
 
 def env_reward(completions: list, **kwargs: Any) -> list[float]:
@@ -290,9 +314,16 @@ class StepGRPOTrainer(GRPOTrainer):
                 self.estimator_state.update(StepBatch.from_records(rollout.table_records).to(device))
         advantage_time = time.perf_counter() - start
 
+        rows = rollout.rows
+        if self.args.sort_by_length and rows:  # rows of like length share a chunk: less padding
+            order = sorted(
+                range(len(rows)), key=lambda i: (len(rows[i].prompt_ids), len(rows[i].completion_ids))
+            )
+            rows = [rows[i] for i in order]
+            advantages = advantages[torch.tensor(order, device=advantages.device)]
         pad_id = self.processing_class.pad_token_id
-        prompt_ids, prompt_mask = _pad([r.prompt_ids for r in rollout.rows], pad_id, "left")
-        completion_ids, completion_mask = _pad([r.completion_ids for r in rollout.rows], pad_id, "right")
+        prompt_ids, prompt_mask = _pad([r.prompt_ids for r in rows], pad_id, "left")
+        completion_ids, completion_mask = _pad([r.completion_ids for r in rows], pad_id, "right")
         output: dict[str, Any] = {
             "prompt_ids": prompt_ids.to(device),
             "prompt_mask": prompt_mask.to(device),
@@ -303,14 +334,9 @@ class StepGRPOTrainer(GRPOTrainer):
             "num_items_in_batch": self.accelerator.gather(completion_mask.sum().to(device)).sum(),
         }
         with torch.no_grad():
-            input_ids = torch.cat([output["prompt_ids"], output["completion_ids"]], dim=1)
-            attention = torch.cat([output["prompt_mask"], output["completion_mask"]], dim=1)
-            keep = completion_ids.size(1)
             chunk = self.args.per_device_train_batch_size
             if self.num_iterations > 1:  # the batch is reused: the ratio needs the sampling policy's logps
-                output["old_per_token_logps"] = self._get_per_token_logps_and_entropies(
-                    self.model, input_ids, attention, keep, batch_size=chunk
-                )[0]
+                output["old_per_token_logps"] = self._chunked_logps(self.model, output, chunk)
             if self.beta != 0.0:
                 reference = self.ref_model if self.ref_model is not None else self.model
                 context = contextlib.nullcontext()
@@ -322,9 +348,7 @@ class StepGRPOTrainer(GRPOTrainer):
                         unwrapped, adapter_name="ref" if "ref" in unwrapped.peft_config else None
                     )
                 with context:
-                    output["ref_per_token_logps"] = self._get_per_token_logps_and_entropies(
-                        reference, input_ids, attention, keep, batch_size=chunk
-                    )[0]
+                    output["ref_per_token_logps"] = self._chunked_logps(reference, output, chunk)
 
         metrics = self._metrics[mode]
         for name, value in rollout.metrics().items():
@@ -393,13 +417,31 @@ class StepGRPOTrainer(GRPOTrainer):
             total += loss.detach()
         return total
 
+    def _chunked_logps(self, model: torch.nn.Module, batch: dict[str, Any], chunk_size: int) -> torch.Tensor:
+        """Per-token log-probabilities of every completion token of ``batch`` (rows × completion width),
+        computed chunk by chunk on the chunks' trimmed widths, as the loss computes them."""
+        rows, width = batch["completion_ids"].shape
+        pieces = []
+        for begin in range(0, rows, chunk_size):
+            chunk = self._chunk(batch, begin, chunk_size)
+            ids = torch.cat([chunk["prompt_ids"], chunk["completion_ids"]], dim=1)
+            mask = torch.cat([chunk["prompt_mask"], chunk["completion_mask"]], dim=1)
+            keep = chunk["completion_ids"].size(1)
+            logps = self._get_per_token_logps_and_entropies(model, ids, mask, keep, batch_size=chunk_size)[0]
+            real_rows = logps[: rows - begin]  # without the zero-weight padding rows
+            pieces.append(torch.nn.functional.pad(real_rows, (0, width - keep)))  # back to the full width
+        if not pieces:
+            return torch.zeros((0, width), device=batch["completion_ids"].device)
+        return torch.cat(pieces)
+
     @staticmethod
     def _chunk(batch: dict[str, Any], begin: int, size: int) -> dict[str, Any]:
-        """Rows [begin, begin + size) of the batch, padded to ``size`` with zero-weight rows."""
+        """Rows [begin, begin + size) of the batch, padded to ``size`` with zero-weight rows, and
+        trimmed to the widths of its longest prompt and completion (:func:`_trim_padding`)."""
         rows = batch["prompt_ids"].size(0)
         index = torch.arange(begin, begin + size, device=batch["prompt_ids"].device)
         real = index < rows
-        index = torch.where(real, index, torch.zeros_like(index))  # padding repeats row 0 ...
+        index = torch.where(real, index, torch.full_like(index, begin))  # padding repeats the first row ...
         chunk: dict[str, Any] = {}
         for key, value in batch.items():
             if isinstance(value, torch.Tensor) and value.dim() >= 1 and value.size(0) == rows:
@@ -410,7 +452,7 @@ class StepGRPOTrainer(GRPOTrainer):
         keep = real.to(chunk["completion_mask"].dtype).unsqueeze(1)
         chunk["completion_mask"] = chunk["completion_mask"] * keep
         chunk["advantages"] = chunk["advantages"] * real.to(chunk["advantages"].dtype)
-        return chunk
+        return _trim_padding(chunk, real)
 
     # ------------------------------------------------------------------ checkpoints
     def _save_checkpoint(self, model: Any, trial: Any) -> None:

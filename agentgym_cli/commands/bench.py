@@ -41,6 +41,7 @@ QUICK_VALUES: dict[str, Any] = {
     "games": 3,
     "warm_repeats": 3,
     "repeats": 2,
+    "padding_repeats": 2,
     "rounds": 1,
     "warmup": 1,
     "steps": 5,
