@@ -295,6 +295,30 @@ def _assert_same_gradients(chunked: dict, one_shot: dict, what: str) -> None:
         )
 
 
+def test_completion_only_scoring_matches_trls_fused_head(model_path, alfworld_envs, tmp_path):
+    from trl import GRPOTrainer
+
+    trainer = StepGRPOTrainer(model=model_path, args=_config(tmp_path, temperature=0.7), envs=alfworld_envs)
+    batch = trainer._generate_and_score_completions([{"prompt": "rollout"}] * 4)
+    batch["completion_mask"][::2, -3:] = 0  # the random model fills every reply: make some shorter
+    ids = torch.cat([batch["prompt_ids"], batch["completion_ids"]], dim=1)
+    mask = torch.cat([batch["prompt_mask"], batch["completion_mask"]], dim=1)
+    keep = batch["completion_ids"].size(1)
+    with torch.no_grad():
+        ours = trainer._get_per_token_logps_and_entropies(
+            trainer.model, ids, mask, keep, 5, compute_entropy=True
+        )
+        trls = GRPOTrainer._get_per_token_logps_and_entropies(
+            trainer, trainer.model, ids, mask, keep, 5, compute_entropy=True
+        )
+    used = batch["completion_mask"].bool()
+    assert used.any() and (~used).any()  # real tokens and padding both checked
+    for mine, theirs in zip(ours[:2], trls[:2]):
+        assert mine.shape == theirs.shape
+        torch.testing.assert_close(mine[used], theirs[used], rtol=1e-5, atol=1e-5)
+        assert not mine[~used].any() and not theirs[~used].any()
+
+
 def test_checkpoint_resume_restores_the_estimator_state(model_path, alfworld_envs, tmp_path):
     args = _config(tmp_path, estimator="3spo", save_strategy="steps", save_steps=1, max_steps=1)
     trainer = StepGRPOTrainer(model=model_path, args=args, envs=alfworld_envs)
