@@ -9,9 +9,11 @@ for a real one). Two parts, in one run:
 2. Success rate per step for each estimator on the one-step TextBandit (known best
    action; the tiny model may only say the option letters), same seeds: a real run that
    shows every estimator's signal reaching the policy.
-3. Padding: one rollout's loss (forward + backward) and reference forward with its rows in
-   rollout order against sorted by length (``StepGRPOConfig.sort_by_length``, the default),
-   chunks trimmed to their longest row either way; timed alternately, the ratio of medians.
+3. Loss paths: one rollout's loss (forward + backward) and reference forward, rows in rollout
+   order or sorted by length (``StepGRPOConfig.sort_by_length``, the default; chunks trimmed to
+   their longest row either way), log-probabilities from TRL's fused LM head (every position
+   scored off Triton devices) or from the completion positions only (the CPU default); timed
+   alternately on the same rows, ratios of medians.
 """
 
 from __future__ import annotations
@@ -101,15 +103,27 @@ def time_split(args: Args, model: str, scratch: Path) -> dict[str, float]:
     return result
 
 
-def padding_split(args: Args, model: str, scratch: Path) -> dict[str, float]:
-    """Median seconds of one rollout's loss and reference forward, rows in rollout order or sorted by length."""
+#: The loss paths timed by :func:`loss_paths`: (rows sorted by length, completion positions scored only).
+LOSS_PATHS = {
+    "rollout order, completion scored only": (False, True),
+    "sorted by length, TRL's fused head": (True, False),
+    "sorted by length, completion scored only (default)": (True, True),
+}
+
+
+def loss_paths(args: Args, model: str, scratch: Path) -> dict[str, float]:
+    """Median seconds of one rollout's loss (forward + backward) and reference forward along each of
+    :data:`LOSS_PATHS`, timed alternately on the same rows."""
+    import functools
+
     import torch
+    from trl import GRPOTrainer
 
     from trainers import StepGRPOConfig, StepGRPOTrainer
 
     chunk = 16
     config = StepGRPOConfig(
-        output_dir=str(scratch / "padding"), env_id="alfworld", env_kwargs={"data_dir": "generated"},
+        output_dir=str(scratch / "loss_paths"), env_id="alfworld", env_kwargs={"data_dir": "generated"},
         estimator="gigpo", num_tasks=args.num_tasks, group_size=args.group_size, max_env_steps=args.max_env_steps,
         per_device_train_batch_size=chunk, max_completion_length=args.max_completion_length, beta=0.04,
         sort_by_length=False, report_to="none", save_strategy="no", seed=args.seed,
@@ -123,29 +137,33 @@ def padding_split(args: Args, model: str, scratch: Path) -> dict[str, float]:
     rows = batch["prompt_ids"].size(0)
     lengths = batch["prompt_mask"].sum(1) + batch["completion_mask"].sum(1)
     order = torch.argsort(lengths, stable=True)
-    orders = {
-        "rollout order": batch,
-        "sorted by length": {
-            k: v[order] if torch.is_tensor(v) and v.dim() and v.size(0) == rows else v
-            for k, v in batch.items()
-        },
+    by_length = {
+        k: v[order] if torch.is_tensor(v) and v.dim() and v.size(0) == rows else v for k, v in batch.items()
     }
-    seconds: dict[str, list[float]] = {name: [] for name in orders}
-    positions: dict[str, int] = {}
+    ours = trainer._get_per_token_logps_and_entropies
+    trls = functools.partial(
+        GRPOTrainer._get_per_token_logps_and_entropies, trainer
+    )  # every position off Triton
+    seconds: dict[str, list[float]] = {name: [] for name in LOSS_PATHS}
     for _ in range(args.padding_repeats):
-        for name, rows_batch in orders.items():
+        for name, (sort, compact) in LOSS_PATHS.items():
+            rows_batch = by_length if sort else batch
+            trainer._get_per_token_logps_and_entropies = ours if compact else trls  # what compute_loss calls
             start = time.perf_counter()
             trainer.model.zero_grad()
             trainer.backward_rows(trainer.model, rows_batch, chunk)
             with torch.no_grad():
                 trainer._chunked_logps(trainer.model, rows_batch, chunk)  # what the reference forward costs
             seconds[name].append(time.perf_counter() - start)
-            positions[name] = sum(
-                c["prompt_ids"].numel() + c["completion_ids"].numel()
-                for c in (trainer._chunk(rows_batch, b, chunk) for b in range(0, rows, chunk))
-            )
+    trainer._get_per_token_logps_and_entropies = ours
+
+    def positions(rows_batch: dict) -> float:
+        chunks = (trainer._chunk(rows_batch, begin, chunk) for begin in range(0, rows, chunk))
+        return float(sum(c["prompt_ids"].numel() + c["completion_ids"].numel() for c in chunks))
+
     result = {f"{name} (s)": statistics.median(values) for name, values in seconds.items()}
-    result.update({f"{name} (positions)": float(count) for name, count in positions.items()})
+    result["rollout order (positions)"] = positions(batch)
+    result["sorted by length (positions)"] = positions(by_length)
     # Before chunks were trimmed, every chunk had the whole batch's widths.
     result["untrimmed (positions)"] = float(
         rows * (batch["prompt_ids"].size(1) + batch["completion_ids"].size(1))
@@ -201,7 +219,12 @@ def main(args: Args) -> dict:
     with tempfile.TemporaryDirectory() as scratch:
         split = time_split(args, model, Path(scratch))
         curve = curves(args, model, Path(scratch))
-        padding = padding_split(args, model, Path(scratch))
+        padding = loss_paths(args, model, Path(scratch))
+
+    default = "sorted by length, completion scored only (default) (s)"
+
+    def share(name: str) -> str:
+        return f"{100 * (1 - padding['tokens'] / padding[f'{name} (positions)']):.1f}%"
 
     step = sum(
         v
@@ -235,22 +258,22 @@ def main(args: Args) -> dict:
         "|---|" + "---:|" * args.curve_steps,
         *[f"| {name} | " + " | ".join(f"{v:.2f}" for v in values) + " |" for name, values in curve.items()],
         "",
-        f"## Padding: one rollout's loss + reference forward ({padding['rows']:.0f} rows, "
+        f"## Loss paths: one rollout's loss (forward + backward) and reference forward ({padding['rows']:.0f} rows, "
         f"{padding['tokens']:.0f} tokens, chunks of 16 trimmed to their longest row; medians of "
         f"{args.padding_repeats}, alternating)",
         "",
-        "| rows | seconds | positions computed | padding share |",
-        "|---|---:|---:|---:|",
+        "| path | seconds | × the default |",
+        "|---|---:|---:|",
         *[
-            f"| {name} | {padding[f'{name} (s)']:.3f} | {padding[f'{name} (positions)']:.0f} | "
-            f"{100 * (1 - padding['tokens'] / padding[f'{name} (positions)']):.1f}% |"
-            for name in ("rollout order", "sorted by length")
+            f"| {name} | {padding[f'{name} (s)']:.3f} | {padding[f'{name} (s)'] / padding[default]:.2f} |"
+            for name in LOSS_PATHS
         ],
         "",
-        f"sorted / rollout order: {padding['sorted by length (s)'] / padding['rollout order (s)']:.2f}x the time. "
-        f"Chunks padded to the whole batch's widths (no trimming) would compute "
-        f"{padding['untrimmed (positions)']:.0f} positions "
-        f"({100 * (1 - padding['tokens'] / padding['untrimmed (positions)']):.1f}% padding).",
+        "Positions computed (tokens + padding): rollout order "
+        f"{padding['rollout order (positions)']:.0f} ({share('rollout order')} padding), sorted by length "
+        f"{padding['sorted by length (positions)']:.0f} ({share('sorted by length')}); chunks padded to the "
+        f"whole batch's widths (no trimming) {padding['untrimmed (positions)']:.0f} ({share('untrimmed')}). "
+        "TRL's fused head runs the LM head at every position off Triton devices; ours at the completion's only.",
     ]
     report = "\n".join(lines)
     print(report)
@@ -258,12 +281,14 @@ def main(args: Args) -> dict:
         "args": asdict(args),
         "time_split": split,
         "curves": curve,
-        "padding": padding,
+        "loss_paths": padding,
         "ratios": {
             "advantages + bookkeeping / step": split["advantages + bookkeeping"] / step,
             "env + advantages + bookkeeping / step": overhead / step,
-            "sorted / rollout order (loss + reference)": padding["sorted by length (s)"]
-            / padding["rollout order (s)"],
+            **{
+                f"loss + reference, {name} / default": padding[f"{name} (s)"] / padding[default]
+                for name in LOSS_PATHS
+            },
         },
     }
     return write_result(args, result, report)
