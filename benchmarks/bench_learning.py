@@ -522,7 +522,7 @@ def plot(args: Args, results: dict[str, Any], path: Path) -> Path | None:
         import matplotlib.pyplot as plt
     except ImportError:
         return None
-    fig, axes = plt.subplots(1, len(results), figsize=(6 * len(results), 4), squeeze=False)
+    fig, axes = plt.subplots(1, len(results), figsize=(8 * len(results), 4.5), squeeze=False)
     for ax, (env, result) in zip(axes[0], results.items(), strict=True):
         measure = "success" if env == "alfworld" else "score"
         for estimator, runs in result["runs"].items():
@@ -561,9 +561,10 @@ def plot(args: Args, results: dict[str, Any], path: Path) -> Path | None:
         ax.set_xlabel("RL step")
         ax.set_ylabel(f"{measure} (%)")
         ax.grid(alpha=0.3)
-        ax.legend()
+        # Beside the curves, not on them: five estimators and their seen-scene curves make a long legend.
+        ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize="small")
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
+    fig.savefig(path, dpi=110, bbox_inches="tight")
     plt.close(fig)
     return path
 

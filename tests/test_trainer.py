@@ -313,7 +313,7 @@ def test_completion_only_scoring_matches_trls_fused_head(model_path, alfworld_en
         )
     used = batch["completion_mask"].bool()
     assert used.any() and (~used).any()  # real tokens and padding both checked
-    for mine, theirs in zip(ours[:2], trls[:2]):
+    for mine, theirs in zip(ours[:2], trls[:2], strict=True):
         assert mine.shape == theirs.shape
         torch.testing.assert_close(mine[used], theirs[used], rtol=1e-5, atol=1e-5)
         assert not mine[~used].any() and not theirs[~used].any()
