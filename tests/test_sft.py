@@ -258,6 +258,42 @@ def test_labels_mask_everything_but_the_reply(alfworld_expert, model_path, tmp_p
         )
 
 
+@pytest.mark.parametrize("completion_only", [True, False])
+def test_cpu_label_head_gives_trls_loss_gradient_and_metrics(
+    alfworld_expert, model_path, tmp_path, completion_only
+):
+    from transformers import AutoTokenizer
+    from trl import SFTTrainer
+
+    from trainers.sft import AgentSFTConfig, AgentSFTTrainer
+
+    dataset, _ = load_trajectories(alfworld_expert)
+    dataset = dataset.select_columns(["prompt", "completion"]).select(range(6))
+    tokenizer = AutoTokenizer.from_pretrained(model_path)
+    results = []
+    for trainer_class in (SFTTrainer, AgentSFTTrainer):
+        args = AgentSFTConfig(
+            output_dir=str(tmp_path / trainer_class.__name__), max_steps=1, use_cpu=True,
+            per_device_train_batch_size=6, completion_only_loss=completion_only,
+        )  # fmt: skip
+        trainer = trainer_class(model=model_path, args=args, train_dataset=dataset, processing_class=tokenizer)
+        batch = next(iter(trainer.get_train_dataloader()))
+        trainer.model.train()  # the metrics of a training step
+        masked_tokens = (batch["labels"] == -100) & (batch["attention_mask"] == 1)
+        assert masked_tokens.any() == completion_only  # the prompts masked, or every token scored
+        loss = trainer.compute_loss(trainer.model, dict(batch))
+        loss.backward()
+        gradient = torch.cat([p.grad.flatten() for p in trainer.model.parameters()])
+        metrics = {name: values[-1] for name, values in trainer._metrics["train"].items()}
+        results.append((loss.detach(), gradient, metrics))
+    (trl_loss, trl_gradient, trl_metrics), (loss, gradient, metrics) = results
+    assert loss.item() > 1.0  # a random-init model: far from zero, so a missing term would show
+    torch.testing.assert_close(loss, trl_loss, rtol=1e-5, atol=1e-6)
+    torch.testing.assert_close(gradient, trl_gradient, rtol=1e-4, atol=1e-6)
+    assert metrics.keys() == trl_metrics.keys() >= {"entropy", "mean_token_accuracy", "num_tokens"}
+    assert metrics == pytest.approx(trl_metrics, rel=1e-5)
+
+
 # --------------------------------------------------------------------------------------------
 # 3. SFT memorises a tiny dataset
 # --------------------------------------------------------------------------------------------

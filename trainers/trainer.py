@@ -42,6 +42,7 @@ from trl import GRPOTrainer
 
 from trainers.advantages import RolloutRequest, compute_advantages, get_estimator, make_state
 from trainers.config import StepGRPOConfig
+from trainers.lm_head import completion_logps, plain_head_applies
 from trainers.prompting import PromptConfig, env_kind_of
 from trainers.rollout import GeneratedReply, Rollout, RolloutCollector
 from trainers.step_batch import StepBatch
@@ -90,64 +91,6 @@ def _trim_padding(chunk: dict[str, Any], real: torch.Tensor) -> dict[str, Any]:
             value = value[:, :completion_width]
         trimmed[key] = value
     return trimmed
-
-
-#: Text-config fields by which a model scales or caps its logits; TRL's fused head applies them, ours does not.
-_LOGIT_TRANSFORMS = (
-    "final_logit_softcapping",
-    "logit_scale",
-    "output_multiplier",
-    "lm_head_multiplier",
-    "logits_scaling",
-)
-
-
-def _scores_completions_only(model: Any, device: torch.device, cast_lm_head_to_fp32: bool) -> bool:
-    """Whether :func:`_completion_logps` may stand in for TRL's fused LM head on ``model``.
-
-    TRL 1.16 scores only the completion positions where its Triton kernel runs (CUDA, XPU);
-    elsewhere it runs the LM head and a log-softmax over the vocabulary at every position,
-    prompt included, and keeps the last ``logits_to_keep``: with prompts 20× longer than
-    replies, that is most of a CPU step. The stand-in covers plain (unwrapped, non-PEFT)
-    transformers models on CPU whose logits are the head's output as is.
-    """
-    from transformers import PreTrainedModel
-
-    if device.type != "cpu" or cast_lm_head_to_fp32 or not isinstance(model, PreTrainedModel):
-        return False
-    if getattr(model, "peft_config", None):
-        return False
-    text_config = model.config.get_text_config()
-    if text_config is not model.config:  # vision-language models: leave their inputs to TRL
-        return False
-    return all(getattr(text_config, name, None) is None for name in _LOGIT_TRANSFORMS)
-
-
-def _completion_logps(
-    model: Any,
-    input_ids: torch.Tensor,
-    attention_mask: torch.Tensor,
-    keep: int,
-    temperature: float,
-    entropy: bool,
-) -> tuple[torch.Tensor, torch.Tensor | None]:
-    """Log-probabilities (and entropies) of the last ``keep`` tokens, the LM head run on those positions only.
-
-    Same values as TRL's fused head: logits divided by ``temperature``, positions whose
-    attention mask is 0 set to 0.
-    """
-    hidden = model.base_model(
-        input_ids=input_ids, attention_mask=attention_mask, use_cache=False
-    ).last_hidden_state
-    logits = model.get_output_embeddings()(hidden[:, -keep - 1 : -1])
-    logits = (
-        logits.to(torch.promote_types(logits.dtype, torch.float32)) / temperature
-    )  # float32 at least, as TRL
-    log_probs = logits.log_softmax(-1)
-    padding = attention_mask[:, -keep:] == 0
-    logps = log_probs.gather(-1, input_ids[:, -keep:].unsqueeze(-1)).squeeze(-1).masked_fill(padding, 0.0)
-    entropies = -(log_probs.exp() * log_probs).sum(-1).masked_fill(padding, 0.0) if entropy else None
-    return logps, entropies
 
 
 def env_reward(completions: list, **kwargs: Any) -> list[float]:
@@ -486,11 +429,11 @@ class StepGRPOTrainer(GRPOTrainer):
         compute_aux_loss: bool = False,
         **multimodal: Any,
     ) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor | None]:
-        # The parent scores every position on CPU; ours scores the completion only (see _scores_completions_only).
+        # The parent scores every position on CPU; ours scores the completion only (see trainers.lm_head).
         if (
             compute_aux_loss
             or any(value is not None for value in multimodal.values())
-            or not _scores_completions_only(model, input_ids.device, self.args.cast_lm_head_to_fp32)
+            or not plain_head_applies(model, input_ids.device, self.args.cast_lm_head_to_fp32)
         ):
             return super()._get_per_token_logps_and_entropies(
                 model, input_ids, attention_mask, logits_to_keep, batch_size=batch_size,
@@ -501,7 +444,7 @@ class StepGRPOTrainer(GRPOTrainer):
         for start in range(0, input_ids.size(0), batch_size):
             rows = slice(start, start + batch_size)
             with self.accelerator.autocast():
-                chunk_logps, chunk_entropies = _completion_logps(
+                chunk_logps, chunk_entropies = completion_logps(
                     model,
                     input_ids[rows],
                     attention_mask[rows],
