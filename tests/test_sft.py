@@ -276,7 +276,9 @@ def test_cpu_label_head_gives_trls_loss_gradient_and_metrics(
             output_dir=str(tmp_path / trainer_class.__name__), max_steps=1, use_cpu=True,
             per_device_train_batch_size=6, completion_only_loss=completion_only,
         )  # fmt: skip
-        trainer = trainer_class(model=model_path, args=args, train_dataset=dataset, processing_class=tokenizer)
+        trainer = trainer_class(
+            model=model_path, args=args, train_dataset=dataset, processing_class=tokenizer
+        )
         batch = next(iter(trainer.get_train_dataloader()))
         trainer.model.train()  # the metrics of a training step
         masked_tokens = (batch["labels"] == -100) & (batch["attention_mask"] == 1)

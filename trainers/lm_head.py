@@ -115,7 +115,11 @@ def add_plain_label_head(model: Any) -> bool:
         )
         if not covered:
             return fused_forward(
-                *args, fused_lm_head=fused_lm_head, labels=labels, num_items_in_batch=num_items_in_batch, **kwargs
+                *args,
+                fused_lm_head=fused_lm_head,
+                labels=labels,
+                num_items_in_batch=num_items_in_batch,
+                **kwargs,
             )
         kwargs["use_cache"] = False
         hidden = self.base_model(**kwargs).last_hidden_state[:, :-1]
@@ -131,7 +135,9 @@ def add_plain_label_head(model: Any) -> bool:
         # Scattered back to (batch, positions) with zeros elsewhere, as TRL returns them; masked_scatter
         # keeps an all-masked batch connected to the model (a differentiable zero).
         log_probs = picked.new_zeros(mask.shape).masked_scatter(mask, picked)
-        loss = -log_probs.sum() / (mask.sum().clamp(min=1) if num_items_in_batch is None else num_items_in_batch)
+        loss = -log_probs.sum() / (
+            mask.sum().clamp(min=1) if num_items_in_batch is None else num_items_in_batch
+        )
         return FusedCausalLMOutput(
             loss=loss,
             log_probs=log_probs,
