@@ -145,6 +145,30 @@ def test_small_room_config_parses_into_the_easy_setting() -> None:
     assert (args.expert, args.expert_episodes, args.sft_epochs, args.rl_steps) == ("search", 480, 4.0, 16)
 
 
+def test_45_minute_config_is_the_whole_grid_from_the_easy_settings_clone() -> None:
+    """``configs/alfworld_bench.yaml``: every estimator × 3 seeds, the easy setting's clone, shorter runs."""
+    from agentgym_rl.cli_args import make_command_parser, parse_command_args
+    from benchmarks.bench_learning import ESTIMATORS, SFT_RECIPE
+
+    parser = make_command_parser(Args, name="bench_learning", description="bench_learning")
+    folder = Path(__file__).resolve().parents[1] / "configs"
+    bench = parse_command_args(parser, Args, ["--config", str(folder / "alfworld_bench.yaml")])
+    small = parse_command_args(parser, Args, ["--config", str(folder / "alfworld_small.yaml")])
+    assert bench.estimators == list(ESTIMATORS) and bench.seeds == [0, 1, 2]
+    # The same clone: a checkpoint of either config is reused by the other (--sft_checkpoint).
+    assert {name: getattr(bench, name) for name in SFT_RECIPE} == {
+        name: getattr(small, name) for name in SFT_RECIPE
+    }
+    assert (bench.room_size, bench.task_types, bench.max_env_steps) == (small.room_size, small.task_types, 20)
+    assert (bench.rl_steps, bench.eval_every, bench.num_tasks, bench.group_size) == (8, 8, 3, 8)
+    assert (bench.learning_rate, bench.eval_group_size, bench.seen_games, bench.real_episodes) == (
+        2e-4,
+        2,
+        0,
+        0,
+    )
+
+
 def test_unknown_room_size_is_rejected_before_any_work(tmp_path) -> None:
     args = Args(room_size="tiny", output=str(tmp_path / "out"))
     with pytest.raises(ValueError, match="--room_size must be one of full, small \\(got 'tiny'\\)"):
