@@ -115,8 +115,11 @@ class Args:
     """Probability of a random admissible step in the expert's episodes (teaches recovery)."""
     sft_epochs: float = field(default=3.0, metadata={"help": "SFT epochs."})
     """SFT epochs."""
-    sft_learning_rate: float = field(default=3e-3, metadata={"help": "SFT learning rate."})
-    """SFT learning rate (a tiny random-init model needs a high one)."""
+    sft_learning_rate: float | None = field(
+        default=None, metadata={"help": "SFT learning rate (default: 3e-3 for 'tiny', 1e-4 otherwise)."}
+    )
+    """SFT learning rate. Unset: 3e-3 for the tiny random-init model (it needs a high one) and 1e-4 for a
+    pretrained model (``smollm2``, an HF path), whose instruction tuning 3e-3 would wreck."""
     sft_completion_only_loss: bool = field(
         default=True, metadata={"help": "SFT loss on the reply only (False: on the prompt too)."}
     )
@@ -602,9 +605,18 @@ def learning_report(args: Args, results: dict[str, Any], timing: str) -> str:
     return "\n".join(lines)  # write_result adds the machine, commit and command as its last line
 
 
+def sft_learning_rate(args: Args) -> float:
+    """``--sft_learning_rate``, or the default for ``--model``: 3e-3 for ``tiny``, 1e-4 for a pretrained model."""
+    if args.sft_learning_rate is not None:
+        return args.sft_learning_rate
+    return 3e-3 if args.model == "tiny" else 1e-4
+
+
 def main(args: Args) -> dict[str, Any]:
     if args.smoke:
         args = smoke_args(args)
+    # Resolved before anything reads it: the clone's recipe (its reuse key) holds the number, as it always did.
+    args = replace(args, sft_learning_rate=sft_learning_rate(args))
     if args.eval_group_size < 1:
         raise ValueError(f"--eval_group_size must be at least 1 (got {args.eval_group_size})")
     if args.eval_group_size > 1 and args.eval_temperature == 0:
