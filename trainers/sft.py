@@ -16,6 +16,8 @@ from typing import Any
 
 from trl import SFTConfig, SFTTrainer
 
+from trainers.lm_head import add_plain_label_head
+
 __all__ = ["AgentSFTConfig", "AgentSFTTrainer", "run_sft"]
 
 
@@ -71,8 +73,6 @@ class AgentSFTTrainer(SFTTrainer):
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        from trainers.lm_head import add_plain_label_head
-
         add_plain_label_head(self.model)
 
 

