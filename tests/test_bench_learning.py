@@ -165,6 +165,24 @@ def test_45_minute_config_is_the_whole_grid_from_the_easy_settings_clone() -> No
     assert (bench.seen_games, bench.real_episodes) == (0, 0)
 
 
+def test_main_job_is_the_45_minute_benchs_clone_and_settings_for_4_steps() -> None:
+    """``configs/main_job.yaml``: the bench's clone (its checkpoint starts the bench), GiGPO for 4 of its steps."""
+    from agentgym_rl.cli_args import make_command_parser, parse_command_args
+    from benchmarks.bench_learning import SFT_RECIPE
+
+    parser = make_command_parser(Args, name="bench_learning", description="bench_learning")
+    folder = Path(__file__).resolve().parents[1] / "configs"
+    bench = parse_command_args(parser, Args, ["--config", str(folder / "alfworld_bench.yaml")])
+    job = parse_command_args(parser, Args, ["--config", str(folder / "main_job.yaml")])
+    assert {name: getattr(job, name) for name in SFT_RECIPE} == {
+        name: getattr(bench, name) for name in SFT_RECIPE
+    }
+    rl = ("room_size", "task_types", "max_env_steps", "num_tasks", "group_size", "learning_rate", "beta",
+          "penalize_inadmissible", "eval_episodes", "eval_group_size", "eval_temperature", "real_episodes")  # fmt: skip
+    assert {name: getattr(job, name) for name in rl} == {name: getattr(bench, name) for name in rl}
+    assert (job.estimators, job.seeds, job.rl_steps, job.eval_every) == (["gigpo"], [0], 4, 4)
+
+
 def test_sft_learning_rate_defaults_per_model() -> None:
     """The tiny random-init model needs 3e-3; a pretrained one gets 1e-4; a flag wins over both."""
     from benchmarks.bench_learning import sft_learning_rate

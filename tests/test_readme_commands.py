@@ -127,7 +127,7 @@ RUNS: dict[str, Run] = {
 SKIPPED: dict[str, str] = {
     "python3 -m pip install -e .[all] -c constraints/cpu.txt": "installs packages; the suite runs inside it",
     "python3 -m benchmarks.bench_learning --config configs/main_job.yaml": (
-        "the main long job (about 6 min); its config is parsed by test_main_job_config_parses"
+        "the main long job (about 9 min); its config is parsed by test_main_job_config_parses"
     ),
     "python3 -m pytest": "the test command itself",
     "python3 -m pytest tests/test_alfworld_env.py -s": "a part of the test command",
