@@ -116,16 +116,26 @@ def test_two_benches_at_once_make_the_game_set_once(tmp_path) -> None:
     assert len(list((Path(root) / "train").iterdir())) == 3
 
 
+def config_args(name: str, *flags: str) -> Args:
+    """``configs/<name>`` parsed as ``bench_learning --config`` parses it, then ``flags``."""
+    from agentgym_rl.cli_args import make_command_parser, parse_command_args
+
+    config = Path(__file__).resolve().parents[1] / "configs" / name
+    parser = make_command_parser(Args, name="bench_learning", description="bench_learning")
+    return parse_command_args(parser, Args, ["--config", str(config), *flags])
+
+
+def fields(args: Args, names: tuple[str, ...]) -> dict[str, object]:
+    """The values of ``names`` in ``args``, to compare two configs on them."""
+    return {name: getattr(args, name) for name in names}
+
+
 def test_16_step_config_parses_into_the_readme_recipe() -> None:
     """``configs/alfworld_16steps.yaml`` holds the README's 16-step recipe and only bench flags.
 
     The main job's config is checked by ``test_readme_commands.test_main_job_config_parses``.
     """
-    from agentgym_rl.cli_args import make_command_parser, parse_command_args
-
-    config = Path(__file__).resolve().parents[1] / "configs" / "alfworld_16steps.yaml"
-    parser = make_command_parser(Args, name="bench_learning", description="bench_learning")
-    args = parse_command_args(parser, Args, ["--config", str(config), "--seeds", "7"])
+    args = config_args("alfworld_16steps.yaml", "--seeds", "7")
     assert args.env == ["alfworld"] and args.seeds == [7]  # flags still override the file
     assert (args.expert, args.expert_episodes, args.sft_epochs) == ("search", 480, 4.0)
     assert args.sft_completion_only_loss is False and args.penalize_inadmissible is False
@@ -135,11 +145,7 @@ def test_16_step_config_parses_into_the_readme_recipe() -> None:
 
 def test_small_room_config_parses_into_the_easy_setting() -> None:
     """``configs/alfworld_small.yaml``: small rooms, the two task types without a state change, 20 steps."""
-    from agentgym_rl.cli_args import make_command_parser, parse_command_args
-
-    config = Path(__file__).resolve().parents[1] / "configs" / "alfworld_small.yaml"
-    parser = make_command_parser(Args, name="bench_learning", description="bench_learning")
-    args = parse_command_args(parser, Args, ["--config", str(config)])
+    args = config_args("alfworld_small.yaml")
     assert args.room_size == "small" and args.max_env_steps == 20
     assert args.task_types == ["pick_and_place_simple", "look_at_obj_in_light"]
     assert (args.expert, args.expert_episodes, args.sft_epochs, args.rl_steps) == ("search", 480, 4.0, 16)
@@ -147,18 +153,12 @@ def test_small_room_config_parses_into_the_easy_setting() -> None:
 
 def test_45_minute_config_is_the_whole_grid_from_the_easy_settings_clone() -> None:
     """``configs/alfworld_bench.yaml``: every estimator × 3 seeds, the easy setting's clone, shorter runs."""
-    from agentgym_rl.cli_args import make_command_parser, parse_command_args
     from benchmarks.bench_learning import ESTIMATORS, SFT_RECIPE
 
-    parser = make_command_parser(Args, name="bench_learning", description="bench_learning")
-    folder = Path(__file__).resolve().parents[1] / "configs"
-    bench = parse_command_args(parser, Args, ["--config", str(folder / "alfworld_bench.yaml")])
-    small = parse_command_args(parser, Args, ["--config", str(folder / "alfworld_small.yaml")])
+    bench, small = config_args("alfworld_bench.yaml"), config_args("alfworld_small.yaml")
     assert bench.estimators == list(ESTIMATORS) and bench.seeds == [0, 1, 2]
     # The same clone: a checkpoint of either config is reused by the other (--sft_checkpoint).
-    assert {name: getattr(bench, name) for name in SFT_RECIPE} == {
-        name: getattr(small, name) for name in SFT_RECIPE
-    }
+    assert fields(bench, SFT_RECIPE) == fields(small, SFT_RECIPE)
     assert (bench.room_size, bench.task_types, bench.max_env_steps) == (small.room_size, small.task_types, 20)
     assert (bench.rl_steps, bench.eval_every, bench.num_tasks, bench.group_size) == (8, 8, 3, 8)
     assert (bench.learning_rate, bench.eval_group_size) == (2e-4, 4)  # x 2 was too noisy (docs section 13)
@@ -167,19 +167,13 @@ def test_45_minute_config_is_the_whole_grid_from_the_easy_settings_clone() -> No
 
 def test_main_job_is_the_45_minute_benchs_clone_and_settings_for_4_steps() -> None:
     """``configs/main_job.yaml``: the bench's clone (its checkpoint starts the bench), GiGPO for 4 of its steps."""
-    from agentgym_rl.cli_args import make_command_parser, parse_command_args
     from benchmarks.bench_learning import SFT_RECIPE
 
-    parser = make_command_parser(Args, name="bench_learning", description="bench_learning")
-    folder = Path(__file__).resolve().parents[1] / "configs"
-    bench = parse_command_args(parser, Args, ["--config", str(folder / "alfworld_bench.yaml")])
-    job = parse_command_args(parser, Args, ["--config", str(folder / "main_job.yaml")])
-    assert {name: getattr(job, name) for name in SFT_RECIPE} == {
-        name: getattr(bench, name) for name in SFT_RECIPE
-    }
+    bench, job = config_args("alfworld_bench.yaml"), config_args("main_job.yaml")
+    assert fields(job, SFT_RECIPE) == fields(bench, SFT_RECIPE)
     rl = ("room_size", "task_types", "max_env_steps", "num_tasks", "group_size", "learning_rate", "beta",
           "penalize_inadmissible", "eval_episodes", "eval_group_size", "eval_temperature", "real_episodes")  # fmt: skip
-    assert {name: getattr(job, name) for name in rl} == {name: getattr(bench, name) for name in rl}
+    assert fields(job, rl) == fields(bench, rl)
     assert (job.estimators, job.seeds, job.rl_steps, job.eval_every) == (["gigpo"], [0], 4, 4)
 
 
