@@ -142,8 +142,12 @@ class Args:
     """Rollouts per task (G)."""
     max_env_steps: int = field(default=20, metadata={"help": "Episode step limit in RL and evaluation."})
     """Episode step limit in RL and evaluation (generated games take ~7 expert steps)."""
-    learning_rate: float = field(default=2e-4, metadata={"help": "RL learning rate."})
-    """RL learning rate."""
+    learning_rate: float | None = field(
+        default=None, metadata={"help": "RL learning rate (default: 2e-4 for 'tiny', 1e-5 otherwise)."}
+    )
+    """RL learning rate. Unset: 2e-4 for the tiny random-init model and 1e-5 for a pretrained one (SmolLM2's
+    WebShop step, three seeds, docs/learning.md section 15). The model is the one ``--sft_checkpoint``
+    records in its recipe when the bench made it, else ``--model``."""
     penalize_inadmissible: bool = field(default=True, metadata={"help": "Penalize inadmissible actions."})
     """Subtract the invalid-action penalty (0.1) for inadmissible actions too: a signal inside all-failed
     groups that step-level estimators can use and outcome-only GRPO cannot."""
@@ -612,11 +616,23 @@ def sft_learning_rate(args: Args) -> float:
     return 3e-3 if args.model == "tiny" else 1e-4
 
 
+def rl_learning_rate(args: Args) -> float:
+    """``--learning_rate``, or the default for the model RL starts from: 2e-4 for ``tiny``, 1e-5 for a pretrained
+    model. A ``--sft_checkpoint`` the bench made names its model in its recipe; otherwise ``--model`` does."""
+    if args.learning_rate is not None:
+        return args.learning_rate
+    model = args.model
+    summary_file = Path(args.sft_checkpoint, "sft_summary.json") if args.sft_checkpoint else None
+    if summary_file is not None and summary_file.is_file():
+        model = json.loads(summary_file.read_text()).get("recipe", {}).get("model", model)
+    return 2e-4 if model == "tiny" else 1e-5
+
+
 def main(args: Args) -> dict[str, Any]:
     if args.smoke:
         args = smoke_args(args)
     # Resolved before anything reads it: the clone's recipe (its reuse key) holds the number, as it always did.
-    args = replace(args, sft_learning_rate=sft_learning_rate(args))
+    args = replace(args, sft_learning_rate=sft_learning_rate(args), learning_rate=rl_learning_rate(args))
     if args.eval_group_size < 1:
         raise ValueError(f"--eval_group_size must be at least 1 (got {args.eval_group_size})")
     if args.eval_group_size > 1 and args.eval_temperature == 0:

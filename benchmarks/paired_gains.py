@@ -43,6 +43,8 @@ from benchmarks.report import run_cli, write_result
 
 #: The leaderboard's board folder of each split ``bench_learning`` evaluates, and its name here.
 SPLITS = {"heldout": "unseen scenes", "seen": "seen scenes"}
+#: What a game's outcome is per env: ALFWorld's success, WebShop's score (each in points).
+MEASURES = {"alfworld": "success", "webshop": "score"}
 #: Identity fields of an evaluation that must agree between the start and a run's checkpoints.
 _SAME_EVALUATION = (
     "env",
@@ -259,10 +261,16 @@ def comparison_report(baseline: str, compared: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def split_name(env: str, split: str) -> str:
+    """A split's name in the tables: ALFWorld's held-out games are in unseen scenes; WebShop has no scenes."""
+    return "held-out goals" if env != "alfworld" and split == "heldout" else SPLITS[split]
+
+
 def _tables(by_env: dict[str, Any]) -> Iterator[tuple[str, str, list[tuple[str, int, dict[str, Any]]]]]:
     """``(env, split name, [(estimator, step, summary), ...])`` for each env and split that has rows."""
     for env, estimators in by_env.items():
-        for split, name in SPLITS.items():
+        for split in SPLITS:
+            name = f"{split_name(env, split)}, {MEASURES.get(env, 'success')}"
             rows = [
                 (e, step, s)
                 for e, by_split in estimators.items()
@@ -274,7 +282,7 @@ def _tables(by_env: dict[str, Any]) -> Iterator[tuple[str, str, list[tuple[str, 
 
 def report(summaries: dict[str, Any]) -> str:
     """Markdown: one table per env and split, a row per estimator and step."""
-    lines = ["# Held-out success gained over the SFT start, paired game by game", ""]
+    lines = ["# Held-out success (WebShop: score) gained over the SFT start, paired game by game", ""]
     for env, name, rows in _tables(summaries):
         seen = {k for _, _, s in rows for k in s["types"]}
         kinds = [k for k in TYPE_COLUMNS if k in seen] + sorted(seen - TYPE_COLUMNS.keys())

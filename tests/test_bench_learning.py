@@ -186,6 +186,21 @@ def test_sft_learning_rate_defaults_per_model() -> None:
     assert sft_learning_rate(Args(model="smollm2", sft_learning_rate=5e-4)) == 5e-4
 
 
+def test_rl_learning_rate_defaults_per_model_the_checkpoints_recipe_first(tmp_path) -> None:
+    """RL: 2e-4 for the tiny model, 1e-5 for a pretrained one; a bench-made checkpoint's recipe names its model."""
+    from benchmarks.bench_learning import rl_learning_rate
+
+    assert rl_learning_rate(Args()) == 2e-4
+    assert rl_learning_rate(Args(model="smollm2")) == rl_learning_rate(Args(model="org/model")) == 1e-5
+    assert rl_learning_rate(Args(model="smollm2", learning_rate=3e-5)) == 3e-5
+    bench_clone, sft_clone = tmp_path / "bench", tmp_path / "sft"
+    for folder, summary in ((bench_clone, {"recipe": {"model": "tiny"}}), (sft_clone, {"examples": 3})):
+        folder.mkdir()
+        (folder / "sft_summary.json").write_text(json.dumps(summary))
+    assert rl_learning_rate(Args(model="smollm2", sft_checkpoint=str(bench_clone))) == 2e-4
+    assert rl_learning_rate(Args(model="smollm2", sft_checkpoint=str(sft_clone))) == 1e-5
+
+
 def test_unknown_room_size_is_rejected_before_any_work(tmp_path) -> None:
     args = Args(room_size="tiny", output=str(tmp_path / "out"))
     with pytest.raises(ValueError, match="--room_size must be one of full, small \\(got 'tiny'\\)"):

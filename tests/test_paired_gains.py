@@ -125,3 +125,31 @@ def test_a_baseline_absent_from_the_runs_names_those_present(tmp_path) -> None:
         ValueError, match="--baseline 'grpo' is in none of the runs; their estimators are \\['gigpo'\\]"
     ):
         main(Args(runs=runs, output=str(tmp_path / "gains"), baseline="grpo"))
+
+
+def test_webshop_gains_are_in_score_per_goal(tmp_path) -> None:
+    # No goal is won, so a gain in success would be 0; the score goes 0.5 -> 1.0 and 0.0 -> 0.25: +37.5 points.
+    work = tmp_path / "ws" / "work" / "webshop"
+    identity = {**IDENTITY, "env": "webshop", "split": "test", "group_size": 1}
+    for board, scores in (("sft-board", [0.5, 0.0]), ("gigpo-seed0/eval-1/board", [1.0, 0.25])):
+        (work / board / "heldout").mkdir(parents=True)
+        episodes = [
+            {"task_id": goal, "task_type": "beauty", "rollout": 0, "won": False, "score": score}
+            for goal, score in enumerate(scores)
+        ]
+        record = {"identity": identity, "episodes": episodes}
+        (work / board / "heldout" / "episodes_webshop.json").write_text(json.dumps(record))
+    args = LearningArgs(env=["webshop"], estimators=["gigpo"], seeds=[0], output=str(tmp_path / "ws"))
+    point = {"step": 1, "success": 0.0, "score": 0.625, "episodes": 2}
+    run = {"seed": 0, "points": [point]}
+    result = {
+        "args": asdict(args),
+        "seconds": 1.0,
+        "envs": {"webshop": {"sft": {}, "runs": {"gigpo": [run]}}},
+    }
+    (tmp_path / "ws" / "result.json").write_text(json.dumps(result))
+    s = main(Args(runs=[str(tmp_path / "ws")], output=str(tmp_path / "gains")))["gains"]["webshop"]["gigpo"]
+    assert s["heldout"][1]["gain"] == 37.5 and s["heldout"][1]["better"] == 2
+    assert (
+        "## webshop, held-out goals, score: gain in points" in (tmp_path / "gains" / "result.md").read_text()
+    )
