@@ -282,7 +282,8 @@ def _tables(by_env: dict[str, Any]) -> Iterator[tuple[str, str, list[tuple[str, 
 
 def report(summaries: dict[str, Any]) -> str:
     """Markdown: one table per env and split, a row per estimator and step."""
-    lines = ["# Held-out success (WebShop: score) gained over the SFT start, paired game by game", ""]
+    measures = " and ".join(dict.fromkeys(MEASURES.get(env, "success") for env in summaries)) or "success"
+    lines = [f"# Held-out {measures} gained over the SFT start, paired game by game", ""]
     for env, name, rows in _tables(summaries):
         seen = {k for _, _, s in rows for k in s["types"]}
         kinds = [k for k in TYPE_COLUMNS if k in seen] + sorted(seen - TYPE_COLUMNS.keys())

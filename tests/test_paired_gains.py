@@ -79,6 +79,7 @@ def test_gains_are_paired_game_by_game_and_pooled_over_seeds(tmp_path) -> None:
     table = (tmp_path / "gains" / "result.md").read_text()
     assert "| gigpo | 4 | 0, 1 | +16.7 ± 47.1 | +50.0, -16.7 |" in table
     assert "| Pick | Look |" in table
+    assert table.startswith("# Held-out success gained over the SFT start")
 
 
 def test_a_gain_every_game_shares_has_no_spread(tmp_path) -> None:
@@ -150,6 +151,8 @@ def test_webshop_gains_are_in_score_per_goal(tmp_path) -> None:
     (tmp_path / "ws" / "result.json").write_text(json.dumps(result))
     s = main(Args(runs=[str(tmp_path / "ws")], output=str(tmp_path / "gains")))["gains"]["webshop"]["gigpo"]
     assert s["heldout"][1]["gain"] == 37.5 and s["heldout"][1]["better"] == 2
+    table = (tmp_path / "gains" / "result.md").read_text()
     assert (
-        "## webshop, held-out goals, score: gain in points" in (tmp_path / "gains" / "result.md").read_text()
+        table.startswith("# Held-out score gained")
+        and "## webshop, held-out goals, score: gain in points" in table
     )
