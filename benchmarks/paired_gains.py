@@ -43,8 +43,8 @@ from benchmarks.report import run_cli, write_result
 
 #: The leaderboard's board folder of each split ``bench_learning`` evaluates, and its name here.
 SPLITS = {"heldout": "unseen scenes", "seen": "seen scenes"}
-#: What a game's outcome is per env: ALFWorld's success, WebShop's score (each in points).
-MEASURES = {"alfworld": "success", "webshop": "score"}
+#: The episode field that holds each measure of a game's outcome.
+OUTCOME_FIELDS = {"success": "won", "score": "score"}
 #: Identity fields of an evaluation that must agree between the start and a run's checkpoints.
 _SAME_EVALUATION = (
     "env",
@@ -72,6 +72,16 @@ class Args:
     """An estimator of the runs (e.g. ``grpo``): every other one's gain is also reported minus its gain."""
 
 
+def measure(env: str) -> str:
+    """What a game's outcome is: ALFWorld's success (won or not), every other env's score."""
+    return "success" if env == "alfworld" else "score"
+
+
+def split_name(env: str, split: str) -> str:
+    """A split's name in the tables: ALFWorld's held-out games are in unseen scenes; WebShop has no scenes."""
+    return "held-out goals" if env != "alfworld" and split == "heldout" else SPLITS[split]
+
+
 def per_task_success(board: Path, env: str) -> tuple[dict[str, Any], dict[str, tuple[str, float]]]:
     """A board's evaluation identity and ``{task_id: (task_type, mean success over its rollouts)}``."""
     file = board / f"episodes_{env}.json"
@@ -80,11 +90,11 @@ def per_task_success(board: Path, env: str) -> tuple[dict[str, Any], dict[str, t
             f"{file}: no episodes; it is written by `python -m benchmarks.bench_learning` (leaderboard boards under work/)"
         )
     record = json.loads(file.read_text())
-    measure = "won" if env == "alfworld" else "score"
+    outcome_field = OUTCOME_FIELDS[measure(env)]
     outcomes: dict[str, list[float]] = defaultdict(list)
     types: dict[str, str] = {}
     for episode in record["episodes"]:
-        outcomes[episode["task_id"]].append(float(episode[measure]))
+        outcomes[episode["task_id"]].append(float(episode[outcome_field]))
         types[episode["task_id"]] = episode.get("task_type", "all")
     return record["identity"], {t: (types[t], statistics.fmean(v)) for t, v in outcomes.items()}
 
@@ -261,16 +271,11 @@ def comparison_report(baseline: str, compared: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def split_name(env: str, split: str) -> str:
-    """A split's name in the tables: ALFWorld's held-out games are in unseen scenes; WebShop has no scenes."""
-    return "held-out goals" if env != "alfworld" and split == "heldout" else SPLITS[split]
-
-
 def _tables(by_env: dict[str, Any]) -> Iterator[tuple[str, str, list[tuple[str, int, dict[str, Any]]]]]:
     """``(env, split name, [(estimator, step, summary), ...])`` for each env and split that has rows."""
     for env, estimators in by_env.items():
         for split in SPLITS:
-            name = f"{split_name(env, split)}, {MEASURES.get(env, 'success')}"
+            name = f"{split_name(env, split)}, {measure(env)}"
             rows = [
                 (e, step, s)
                 for e, by_split in estimators.items()
@@ -282,7 +287,7 @@ def _tables(by_env: dict[str, Any]) -> Iterator[tuple[str, str, list[tuple[str, 
 
 def report(summaries: dict[str, Any]) -> str:
     """Markdown: one table per env and split, a row per estimator and step."""
-    measures = " and ".join(dict.fromkeys(MEASURES.get(env, "success") for env in summaries)) or "success"
+    measures = " and ".join(dict.fromkeys(measure(env) for env in summaries)) or "success"
     lines = [f"# Held-out {measures} gained over the SFT start, paired game by game", ""]
     for env, name, rows in _tables(summaries):
         seen = {k for _, _, s in rows for k in s["types"]}

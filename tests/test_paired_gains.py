@@ -17,41 +17,51 @@ GAMES = {
     "pick-1": "pick_and_place_simple",
     "pick-2": "pick_and_place_simple",
     "look-1": "look_at_obj_in_light",
+    "goal-1": "beauty",
+    "goal-2": "beauty",
 }
 
 
-def _board(folder: Path, wins: dict[str, list[bool]], **identity) -> None:
+def _board(folder: Path, outcomes: dict[str, list[float]], env: str = "alfworld", **identity) -> None:
+    """A leaderboard board: per task, each rollout's outcome (a win or a score; won only at 1)."""
     folder.mkdir(parents=True)
     episodes = [
-        {"task_id": task, "task_type": GAMES[task], "rollout": k, "won": won, "score": float(won)}
-        for task, outcomes in wins.items()
-        for k, won in enumerate(outcomes)
+        {
+            "task_id": task,
+            "task_type": GAMES[task],
+            "rollout": k,
+            "won": outcome == 1,
+            "score": float(outcome),
+        }
+        for task, task_outcomes in outcomes.items()
+        for k, outcome in enumerate(task_outcomes)
     ]
-    record = {"identity": {**IDENTITY, **identity}, "episodes": episodes}
-    (folder / "episodes_alfworld.json").write_text(json.dumps(record))
+    record = {"identity": {**IDENTITY, "env": env, **identity}, "episodes": episodes}
+    (folder / f"episodes_{env}.json").write_text(json.dumps(record))
 
 
 def _run(
     root: Path,
     seed: int,
-    after: dict[str, list[bool]],
-    start: dict[str, list[bool]] | None,
+    after: dict[str, list[float]],
+    start: dict[str, list[float]] | None,
     estimator: str = "gigpo",
+    env: str = "alfworld",
     **identity,
 ) -> str:
     """A bench_learning output folder: one seed evaluated at step 4 (and the SFT start when given)."""
-    work = root / "work" / "alfworld"
+    work = root / "work" / env
     if start is not None:
-        _board(work / "sft-board" / "heldout", start)
-    _board(work / f"{estimator}-seed{seed}" / "eval-4" / "board" / "heldout", after, **identity)
+        _board(work / "sft-board" / "heldout", start, env)
+    _board(work / f"{estimator}-seed{seed}" / "eval-4" / "board" / "heldout", after, env, **identity)
     point = {"step": 4, "success": 0.0, "score": 0.0, "episodes": 6}
-    args = LearningArgs(env=["alfworld"], estimators=[estimator], seeds=[seed], output=str(root))
+    args = LearningArgs(env=[env], estimators=[estimator], seeds=[seed], output=str(root))
     if start is None:
-        args.sft_checkpoint = str(root.parent / "first" / "work" / "alfworld" / "sft")
+        args.sft_checkpoint = str(root.parent / "first" / "work" / env / "sft")
     result = {
         "args": asdict(args),
         "seconds": 1.0,
-        "envs": {"alfworld": {"sft": {}, "sft_eval": {}, "random_eval": {}, "runs": {estimator: [{"seed": seed, "points": [point]}]}}},
+        "envs": {env: {"sft": {}, "sft_eval": {}, "random_eval": {}, "runs": {estimator: [{"seed": seed, "points": [point]}]}}},
     }  # fmt: skip
     (root / "result.json").write_text(json.dumps(result))
     return str(root)
@@ -129,28 +139,11 @@ def test_a_baseline_absent_from_the_runs_names_those_present(tmp_path) -> None:
 
 
 def test_webshop_gains_are_in_score_per_goal(tmp_path) -> None:
-    # No goal is won, so a gain in success would be 0; the score goes 0.5 -> 1.0 and 0.0 -> 0.25: +37.5 points.
-    work = tmp_path / "ws" / "work" / "webshop"
-    identity = {**IDENTITY, "env": "webshop", "split": "test", "group_size": 1}
-    for board, scores in (("sft-board", [0.5, 0.0]), ("gigpo-seed0/eval-1/board", [1.0, 0.25])):
-        (work / board / "heldout").mkdir(parents=True)
-        episodes = [
-            {"task_id": goal, "task_type": "beauty", "rollout": 0, "won": False, "score": score}
-            for goal, score in enumerate(scores)
-        ]
-        record = {"identity": identity, "episodes": episodes}
-        (work / board / "heldout" / "episodes_webshop.json").write_text(json.dumps(record))
-    args = LearningArgs(env=["webshop"], estimators=["gigpo"], seeds=[0], output=str(tmp_path / "ws"))
-    point = {"step": 1, "success": 0.0, "score": 0.625, "episodes": 2}
-    run = {"seed": 0, "points": [point]}
-    result = {
-        "args": asdict(args),
-        "seconds": 1.0,
-        "envs": {"webshop": {"sft": {}, "runs": {"gigpo": [run]}}},
-    }
-    (tmp_path / "ws" / "result.json").write_text(json.dumps(result))
-    s = main(Args(runs=[str(tmp_path / "ws")], output=str(tmp_path / "gains")))["gains"]["webshop"]["gigpo"]
-    assert s["heldout"][1]["gain"] == 37.5 and s["heldout"][1]["better"] == 2
+    # Score 0.5 -> 1.0 and 0.0 -> 0.25: +37.5 points; in success (goal-1 won after RL) it would be +50.
+    start, after = {"goal-1": [0.5], "goal-2": [0.0]}, {"goal-1": [1.0], "goal-2": [0.25]}
+    runs = [_run(tmp_path / "first", 0, after, start, env="webshop")]
+    s = main(Args(runs=runs, output=str(tmp_path / "gains")))["gains"]["webshop"]["gigpo"]
+    assert s["heldout"][4]["gain"] == 37.5 and s["heldout"][4]["better"] == 2
     table = (tmp_path / "gains" / "result.md").read_text()
     assert (
         table.startswith("# Held-out score gained")
