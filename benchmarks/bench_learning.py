@@ -65,6 +65,13 @@ class Args:
     """Width of the 'tiny' model (the test model's 64 does not learn to copy names from the prompt)."""
     tiny_layers: int = field(default=2, metadata={"help": "Decoder layers of the 'tiny' model."})
     """Decoder layers of the 'tiny' model."""
+    tiny_product_tokens: bool = field(
+        default=True, metadata={"help": "WebShop: the 'tiny' model reads each product id as one token."}
+    )
+    """On WebShop, the 'tiny' model's tokenizer has one token per product id of the generated shop (its
+    ``--num_products``; ``trainers.tiny_models.webshop_product_tokens``). Its BPE spells an id one character at a
+    time, and a 2-layer clone does not learn to copy the first result's id that way: 0 score without them
+    (docs/learning.md section 16). No effect on ALFWorld or on other models."""
     # Data and SFT
     alfworld_data: str | None = field(default=None, metadata={"help": "ALFWorld games folder to use."})
     """An ALFWorld games folder (train + valid_unseen) instead of generating train_games/heldout_games."""
@@ -214,16 +221,25 @@ def reply_tokens(args: Args, env: str) -> int:
     return 24 if env == "alfworld" else 96
 
 
-def model_path(args: Args) -> str:
-    """The model cloned: ``tiny`` at ``--tiny_hidden_size`` × ``--tiny_layers``, else
-    :func:`trainers.checkpoints.model_path` (``smollm2`` or a path)."""
+def product_tokens(args: Args, env: str) -> bool:
+    """Whether ``env``'s clone is the tiny model with a token per product id (``--tiny_product_tokens``)."""
+    return env == "webshop" and args.model == "tiny" and args.tiny_product_tokens
+
+
+def model_path(args: Args, env: str) -> str:
+    """The model ``env``'s clone starts from: ``tiny`` at ``--tiny_hidden_size`` × ``--tiny_layers`` (on WebShop
+    with its product ids as tokens, see ``--tiny_product_tokens``), else :func:`trainers.checkpoints.model_path`
+    (``smollm2`` or a path)."""
     if args.model != "tiny":
         from trainers.checkpoints import model_path as resolve
 
         return resolve(args.model)
     from trainers.tiny_models import tiny_qwen2_path
 
-    return str(tiny_qwen2_path(hidden_size=args.tiny_hidden_size, num_layers=args.tiny_layers))
+    shop = args.num_products if product_tokens(args, env) else 0
+    return str(
+        tiny_qwen2_path(hidden_size=args.tiny_hidden_size, num_layers=args.tiny_layers, shop_products=shop)
+    )
 
 
 def alfworld_games(args: Args) -> Path:
@@ -311,6 +327,8 @@ def clone_expert(args: Args, env: str, settings: dict[str, Any], work: Path) -> 
         recipe["task_types"] = args.task_types
     if args.room_size != "full":  # (and those made in full rooms)
         recipe["room_size"] = args.room_size
+    if product_tokens(args, env):  # (and the tiny WebShop clones made without them)
+        recipe["tiny_product_tokens"] = True
     summary_file = sft_dir / "sft_summary.json"
     if summary_file.is_file() and json.loads(summary_file.read_text()).get("recipe") == recipe:
         return sft_dir, json.loads(summary_file.read_text())
@@ -338,7 +356,7 @@ def clone_expert(args: Args, env: str, settings: dict[str, Any], work: Path) -> 
         save_strategy="no", report_to="none", seed=0,
         gradient_checkpointing=False,  # TRL's default saves memory on big models; it triples a tiny one's time
     )  # fmt: skip
-    summary = run_sft(model_path(args), str(data), config)
+    summary = run_sft(model_path(args, env), str(data), config)
     summary.update(seconds=time.perf_counter() - start, recipe=recipe)
     summary_file.write_text(json.dumps(summary, indent=1))
     # As read back: later runs given --sft_checkpoint read the file, and key their reuse on it.

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -151,6 +152,27 @@ def test_small_room_config_parses_into_the_easy_setting() -> None:
     assert (args.expert, args.expert_episodes, args.sft_epochs, args.rl_steps) == ("search", 480, 4.0, 16)
 
 
+def test_webshop_tiny_config_parses_into_the_section_16_recipe() -> None:
+    """``configs/webshop_tiny.yaml``: the tiny clone with its product-id tokens, 720 episodes, prompt loss."""
+    from benchmarks.bench_learning import product_tokens
+
+    args = config_args("webshop_tiny.yaml")
+    assert args.env == ["webshop"] and product_tokens(args, "webshop")
+    assert (args.expert, args.expert_episodes, args.sft_epochs, args.sft_completion_only_loss) == (
+        "search",
+        720,
+        6.0,
+        False,
+    )
+    assert (args.rl_steps, args.eval_every, args.num_tasks, args.group_size, args.learning_rate) == (
+        4,
+        2,
+        4,
+        4,
+        2e-4,
+    )
+
+
 def test_45_minute_config_is_the_whole_grid_from_the_easy_settings_clone() -> None:
     """``configs/alfworld_bench.yaml``: every estimator × 3 seeds, the easy setting's clone, shorter runs."""
     from benchmarks.bench_learning import ESTIMATORS, SFT_RECIPE
@@ -199,6 +221,21 @@ def test_rl_learning_rate_defaults_per_model_the_checkpoints_recipe_first(tmp_pa
         (folder / "sft_summary.json").write_text(json.dumps(summary))
     assert rl_learning_rate(Args(model="smollm2", sft_checkpoint=str(bench_clone))) == 2e-4
     assert rl_learning_rate(Args(model="smollm2", sft_checkpoint=str(sft_clone))) == 1e-5
+
+
+def test_the_tiny_webshop_clone_reads_product_ids_as_tokens(tmp_path, monkeypatch) -> None:
+    """WebShop's tiny model has a token per id of its shop; ALFWorld's, a flag's and another model's do not."""
+    from transformers import AutoTokenizer
+
+    from benchmarks.bench_learning import model_path
+
+    monkeypatch.setenv("AGENTGYM_RL_CACHE", str(tmp_path / "cache"))
+    args = Args(num_products=60, tiny_hidden_size=32, tiny_layers=1)
+    shop, alfworld = model_path(args, "webshop"), model_path(args, "alfworld")
+    assert Path(shop).name == Path(alfworld).name.replace("-v", "-shop60-v")
+    assert len(AutoTokenizer.from_pretrained(shop)) == len(AutoTokenizer.from_pretrained(alfworld)) + 2 * 60
+    assert model_path(replace(args, tiny_product_tokens=False), "webshop") == alfworld
+    assert model_path(replace(args, model="org/model"), "webshop") == "org/model"
 
 
 def test_unknown_room_size_is_rejected_before_any_work(tmp_path) -> None:

