@@ -592,12 +592,15 @@ def tiny_qwen2_path(
     size = ("" if hidden_size == 64 else f"h{hidden_size}-") + ("" if num_layers == 2 else f"l{num_layers}-")
     shop = f"shop{shop_products}-" if shop_products else ""
     name = "tiny-qwen2-" + ("" if tokenizer == "bpe" else f"{tokenizer}-") + size + shop + TINY_QWEN2_VERSION
-    words = webshop_product_tokens(shop_products) if shop_products else ()
     return build_once(
         parent / name,
         lambda target: (target / "config.json").is_file(),
         lambda scratch: build_tiny_qwen2(
-            scratch, tokenizer=tokenizer, hidden_size=hidden_size, num_layers=num_layers, word_tokens=words
+            scratch,
+            tokenizer=tokenizer,
+            hidden_size=hidden_size,
+            num_layers=num_layers,
+            word_tokens=webshop_product_tokens(shop_products) if shop_products else (),
         ),
     )
 
