@@ -182,12 +182,10 @@ def test_word_tokens_make_each_product_id_one_token(tmp_path: Path, tiny_dir: Pa
     words = webshop_product_tokens(60)
     first = words[0]
     assert len(words) == 2 * 60 and words[:2] == [first, first.lower()] and first.startswith("B0")
-    import agentgym_rl  # noqa: F401  (registers the env)
+    from agentgym_rl.webshop.backends import shared_engine
 
-    gym = pytest.importorskip("gymnasium")
-    env = gym.make("AgentGymRL/WebShop-v0", split="test", num_products=60)
-    assert set(words[::2]) == set(env.unwrapped._backend.engine.catalog.by_asin)  # the shop the env plays
-    env.close()
+    # The shop the env plays at num_products=60 (its local backend's engine, catalogue seed 0).
+    assert set(words[::2]) == set(shared_engine("generated", 60, 0, False).catalog.by_asin)
     path = build_tiny_qwen2(tmp_path / "shop", word_tokens=words)
     tok, plain = AutoTokenizer.from_pretrained(path), AutoTokenizer.from_pretrained(tiny_dir)
     model = AutoModelForCausalLM.from_pretrained(path)
